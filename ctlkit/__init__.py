@@ -1,0 +1,13 @@
+"""ctlkit: helpers for the custom-training-loop notebooks.
+
+The training step a notebook teaches is written in the notebook; ctlkit only sets up
+the runtime, loads offline data, shows the live monitor, measures gradients and checks
+exercises. Importing it has no side effects.
+"""
+from . import checks, data, grads, runtime
+from .monitor import Monitor, NonFiniteError
+from .runtime import Budget, Runtime, budget, setup
+
+__version__ = "0.1.0"
+__all__ = ["setup", "budget", "Budget", "Runtime", "Monitor", "NonFiniteError",
+           "data", "grads", "checks", "runtime", "__version__"]

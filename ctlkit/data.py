@@ -1,0 +1,220 @@
+"""Offline data as ``tf.data`` pipelines, and sample images.
+
+    splits = ctlkit.data.load("digits", batch_size=64)   # works with no network
+    for x, y in splits.train: ...                          # float32 in [0, 1], int32 labels
+
+"digits" (scikit-learn's 8x8 digits, shipped with the package) is the default.
+"mnist" and "fashion_mnist" go through Keras' real download code; offline they fall
+back to digits with a printed reason (``fallback=True``) or raise ``DatasetUnavailable``.
+Never a hang: a 3-second reachability probe runs before any download.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+
+import numpy as np
+
+from .runtime import _positive_int, budget
+
+DATASETS = ("digits", "mnist", "fashion_mnist")
+IMAGES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "brick", "grass",
+          "gravel", "grace_hopper")
+_DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where keras.datasets fetches from
+
+
+class DatasetUnavailable(RuntimeError):
+    """A dataset needs a download and the machine is offline."""
+
+
+@dataclasses.dataclass
+class Splits:
+    train: object                  # tf.data.Dataset of (x, y) batches, shuffled each epoch
+    val: object
+    test: object
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    name: str                      # the dataset actually loaded
+    source: str                    # where it came from, for the reader
+    num_classes: int = 10
+
+    @property
+    def input_shape(self) -> tuple:
+        return tuple(self.x_train.shape[1:])
+
+    def __repr__(self) -> str:
+        return (f"Splits({self.name}: train {len(self.x_train)}, val {len(self.x_val)}, "
+                f"test {len(self.x_test)}, input {self.input_shape}, from {self.source})")
+
+
+def online(timeout: float = 3.0) -> bool:
+    """Can Keras' dataset host be reached? (False on CI and offline laptops.)
+
+    The probe runs in a daemon thread so a slow DNS lookup (which ignores the socket
+    timeout) cannot make this take longer than ``timeout`` seconds.
+    """
+    result = []
+
+    def probe():
+        try:
+            socket.create_connection(_DOWNLOAD_HOST, timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+def _keras_cache(name: str) -> str:
+    base = os.environ.get("KERAS_HOME", os.path.join(os.path.expanduser("~"), ".keras"))
+    fname = "mnist.npz" if name == "mnist" else "fashion-mnist"
+    return os.path.join(base, "datasets", fname)
+
+
+def available() -> dict:
+    """{dataset: how it would load here} without downloading anything."""
+    out = {"digits": "offline (scikit-learn)"}
+    net = None
+    for name in ("mnist", "fashion_mnist"):
+        if os.path.exists(_keras_cache(name)):
+            out[name] = "cached (~/.keras/datasets)"
+        else:
+            net = online() if net is None else net
+            out[name] = "downloadable" if net else "offline: falls back to digits"
+    return out
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[..., None]  # (n, 8, 8, 1) in [0, 1]
+    return x, d.target.astype(np.int32), "scikit-learn 8x8 digits (offline)"
+
+
+def _keras_download(name: str):
+    import keras
+
+    if not os.path.exists(_keras_cache(name)) and not online():
+        raise DatasetUnavailable(
+            f"{name} must be downloaded and this machine is offline. Use "
+            f"ctlkit.data.load('digits') (ships offline), or run where the internet is "
+            f"reachable (Colab) once so Keras caches it in ~/.keras/datasets.")
+    module = keras.datasets.mnist if name == "mnist" else keras.datasets.fashion_mnist
+    (xa, ya), (xb, yb) = module.load_data()  # the real download code
+    x = np.concatenate([xa, xb]).astype(np.float32)[..., None] / 255.0
+    return x, np.concatenate([ya, yb]).astype(np.int32), f"keras.datasets.{name}"
+
+
+def arrays(name: str = "digits", *, fallback: bool = True):
+    """(x, y, source): all examples as float32 in [0, 1] with a channel axis, int32 labels."""
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {DATASETS}, got {name!r}")
+    if name == "digits":
+        return _digits()
+    try:
+        return _keras_download(name)
+    except DatasetUnavailable as e:
+        if not fallback:
+            raise
+        print(f"[ctlkit.data] {e}\n[ctlkit.data] Falling back to 'digits'.")
+        return _digits()
+
+
+def _check_fraction(arg, value):
+    if not isinstance(value, (int, float)) or not 0 < value < 0.5:
+        raise ValueError(f"{arg} must be a fraction between 0 and 0.5, got {value!r}")
+
+
+def load(name: str = "digits", *, batch_size: int = 64, val_fraction: float = 0.1,
+         test_fraction: float = 0.2, flatten: bool = False, max_examples: int | None = None,
+         seed: int = 0, fallback: bool = True) -> Splits:
+    """Stratified train/val/test splits as batched ``tf.data`` pipelines.
+
+    flatten:      give vectors (n, 64) instead of images (n, 8, 8, 1).
+    max_examples: use at most this many examples (quick mode caps it further).
+    """
+    import tensorflow as tf
+    from sklearn.model_selection import train_test_split
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    _check_fraction("val_fraction", val_fraction)
+    _check_fraction("test_fraction", test_fraction)
+    if max_examples is not None:
+        max_examples = _positive_int("max_examples", max_examples)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}; pass e.g. seed=0")
+    x, y, source = arrays(name, fallback=fallback)
+    loaded = "digits" if source.startswith("scikit") else name
+    limit = budget().examples(max_examples or len(x))
+    try:
+        if limit < len(x):
+            x, _, y, _ = train_test_split(x, y, train_size=limit, stratify=y, random_state=seed)
+        x_rest, x_test, y_rest, y_test = train_test_split(
+            x, y, test_size=test_fraction, stratify=y, random_state=seed)
+        x_train, x_val, y_train, y_val = train_test_split(
+            x_rest, y_rest, test_size=val_fraction / (1 - test_fraction), stratify=y_rest,
+            random_state=seed)
+    except ValueError as e:  # too few examples for a stratified split
+        raise ValueError(f"max_examples={max_examples} leaves {limit} examples, too few to split "
+                         f"into train/val/test with every class in each ({e}); pass a larger "
+                         f"max_examples or larger val_fraction/test_fraction") from e
+    if flatten:
+        x_train, x_val, x_test = (a.reshape(len(a), -1) for a in (x_train, x_val, x_test))
+
+    def pipe(xs, ys, shuffle):
+        ds = tf.data.Dataset.from_tensor_slices((xs, ys))
+        if shuffle:
+            ds = ds.shuffle(len(xs), seed=seed, reshuffle_each_iteration=True)
+        return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+    return Splits(train=pipe(x_train, y_train, True), val=pipe(x_val, y_val, False),
+                  test=pipe(x_test, y_test, False), x_train=x_train, y_train=y_train,
+                  x_val=x_val, y_val=y_val, x_test=x_test, y_test=y_test, name=loaded,
+                  source=source, num_classes=int(y.max()) + 1)
+
+
+def image(name: str = "chelsea", size: int | None = 256) -> np.ndarray:
+    """A sample RGB image as float32 (H, W, 3) in [0, 1], shipped offline.
+
+    size: resize so the longer side is ``size`` pixels (None keeps the original).
+    """
+    if name not in IMAGES:
+        raise ValueError(f"name must be one of {IMAGES}, got {name!r}")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 8):
+        raise ValueError(f"size must be an int >= 8 or None, got {size!r}")
+    if name == "grace_hopper":
+        import matplotlib.cbook
+
+        with matplotlib.cbook.get_sample_data("grace_hopper.jpg") as f:
+            import matplotlib.image
+
+            img = matplotlib.image.imread(f, format="jpg")
+    else:
+        import skimage.data
+
+        img = getattr(skimage.data, name)()
+    img = np.asarray(img, dtype=np.float32)
+    if img.max() > 1.0:
+        img = img / 255.0
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    img = img[..., :3]
+    if size is not None:
+        from skimage.transform import resize
+
+        h, w = img.shape[:2]
+        scale = size / max(h, w)
+        img = resize(img, (max(1, round(h * scale)), max(1, round(w * scale))),
+                     anti_aliasing=True).astype(np.float32)
+    return np.clip(img, 0.0, 1.0)

@@ -1,0 +1,320 @@
+"""The live training monitor: loss, gradient norms and any scalar, plotted while the loop runs.
+
+    monitor = ctlkit.Monitor(total_steps=epochs * steps_per_epoch, title="digits MLP")
+    with monitor:                                # Ctrl-C / "interrupt kernel" stops cleanly
+        for epoch in range(epochs):
+            for x, y in train_ds:
+                loss, gnorm, per_layer = train_step(x, y)          # your step, your tensors
+                monitor.log(loss=loss, grad_norm=gnorm, layer_norms=per_layer)
+            monitor.log_epoch(val_accuracy=evaluate())
+    monitor.history["loss"]                      # NumPy arrays, kept after an interrupt
+
+``log()`` only appends the tensors to a buffer; they are converted to numbers when the
+picture is redrawn (at most every ``every`` seconds, and less often if drawing is slow), so
+logging never forces a device sync per step. A NaN or Inf in the loss or a gradient norm is
+reported with the step it first appeared at; ``stop_on_nonfinite=True`` also ends the run
+at that step (it checks every step, which costs one device sync per step).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .sinks import Plotter, make_sink
+
+
+class NonFiniteError(FloatingPointError):
+    """A logged loss or gradient norm was NaN or Inf."""
+
+    def __init__(self, key, step, value):
+        self.key, self.step, self.value = key, step, value
+        super().__init__(f"non-finite {key} ({value}) first seen at step {step}")
+
+
+def _to_float(v) -> float:
+    if hasattr(v, "numpy"):
+        v = v.numpy()  # about a microsecond for a scalar already on the host
+    if isinstance(v, (float, int, np.floating, np.integer)):
+        return float(v)
+    return float(np.asarray(v, dtype=np.float64).reshape(()))
+
+
+def _to_floats(values) -> list:
+    """Floats for a list of scalars (tensors, NumPy, Python); None becomes NaN."""
+    return [math.nan if v is None else _to_float(v) for v in values]
+
+
+class History:
+    """Per-step and per-epoch scalars, as growing NumPy-backed series."""
+
+    def __init__(self):
+        self.steps, self.series, self.epoch_steps, self.epoch_series = [], {}, [], {}
+
+    def add(self, step: int, values: dict):
+        for k, v in values.items():
+            self.series.setdefault(k, [math.nan] * len(self.steps)).append(v)
+        self.steps.append(step)
+        for k, vs in self.series.items():  # a key missing this step gets NaN
+            if len(vs) < len(self.steps):
+                vs.append(math.nan)
+
+    def add_epoch(self, step: int, values: dict):
+        for k, v in values.items():
+            self.epoch_series.setdefault(k, [math.nan] * len(self.epoch_steps)).append(v)
+        self.epoch_steps.append(step)
+        for vs in self.epoch_series.values():
+            if len(vs) < len(self.epoch_steps):
+                vs.append(math.nan)
+
+    def __getitem__(self, key) -> np.ndarray:
+        if key in self.series:
+            return np.asarray(self.series[key])
+        if key in self.epoch_series:
+            return np.asarray(self.epoch_series[key])
+        raise KeyError(f"{key!r} was never logged; logged: {sorted(self.keys())}")
+
+    def keys(self):
+        return list(self.series) + list(self.epoch_series)
+
+    def __contains__(self, key):
+        return key in self.series or key in self.epoch_series
+
+    def panels(self, max_points: int = 400):
+        """[(panel title, [(label, steps, values, style)])]: at most four panels (loss,
+        gradient norms, learning rate, other metrics), since each axis costs drawing time."""
+        steps = np.asarray(self.steps)
+        stride = max(1, len(steps) // max_points)
+        s = steps[::stride]
+        ep = np.asarray(self.epoch_steps)
+        out = []
+
+        def smooth(v):
+            w = max(1, len(v) // 40)
+            if w == 1 or not np.isfinite(v).all():
+                return v[::stride]
+            return np.convolve(v, np.ones(w) / w, mode="same")[::stride]
+
+        if "loss" in self.series:
+            v = np.asarray(self.series["loss"])
+            loss = [("loss", s, v[::stride], "raw"), ("smoothed", s, smooth(v), "line")]
+            loss += [(k, ep, np.asarray(vs), "points") for k, vs in self.epoch_series.items()
+                     if k.endswith("loss")]
+            out.append(("loss", loss))
+        layers = [k for k in self.series if k.startswith("layer/")]
+        short = [k.rsplit("/", 1)[-1] for k in layers]
+        if len(set(short)) < len(short):
+            short = [k[len("layer/"):] for k in layers]
+        norms = [("global", s, np.asarray(self.series["grad_norm"])[::stride], "bold")
+                 ] if "grad_norm" in self.series else []
+        norms += [(n, s, np.asarray(self.series[k])[::stride], "line")
+                  for n, k in zip(short, layers)]
+        if norms:
+            out.append(("gradient norms", norms))
+        other = [k for k in self.series if k not in ("loss", "grad_norm") and
+                 not k.startswith("layer/")]
+        lr = [k for k in other if k in ("lr", "learning_rate") or "learning_rate" in k]
+        if lr:
+            out.append(("learning rate", [(k, s, np.asarray(self.series[k])[::stride], "line")
+                                          for k in lr]))
+        metrics = [(k, s, np.asarray(self.series[k])[::stride], "line")
+                   for k in other if k not in lr]
+        metrics += [(k, ep, np.asarray(vs), "points") for k, vs in self.epoch_series.items()
+                    if not k.endswith("loss")]
+        if metrics:
+            out.append(("metrics", metrics))
+        return out
+
+
+class Monitor:
+    """Live plot of a hand-written training loop. See the module docstring."""
+
+    WATCHED = ("loss", "grad_norm")  # plus every per-layer norm
+
+    def __init__(self, total_steps: int | None = None, *, title: str = "training",
+                 every: float = 0.5, sink="auto", stop_on_nonfinite: bool = False,
+                 draw_budget: float = 0.04):
+        if total_steps is not None and (isinstance(total_steps, bool) or
+                                        not isinstance(total_steps, (int, np.integer))
+                                        or total_steps < 1):
+            raise ValueError(f"total_steps must be a positive int or None, got {total_steps!r}; "
+                             f"pass epochs * steps_per_epoch")
+        if not isinstance(every, (int, float)) or every <= 0:
+            raise ValueError(f"every must be a positive number of seconds, got {every!r}")
+        if not 0 < draw_budget < 1:
+            raise ValueError(f"draw_budget must be a fraction in (0, 1), got {draw_budget!r}")
+        self.total_steps = None if total_steps is None else int(total_steps)
+        self.title, self.every, self.draw_budget = title, float(every), draw_budget
+        self.stop_on_nonfinite = bool(stop_on_nonfinite)
+        self.sink = make_sink(sink)
+        self.plotter = Plotter(title)
+        self.history = History()
+        self.step = 0
+        self.nonfinite = None            # (key, step, value) of the first NaN/Inf
+        self.interrupted = False
+        self.stopped_reason = None
+        self._pending, self._started, self._closed = [], None, False
+        self._last_flush = 0.0
+        self._spent = 0.0                # seconds spent inside the monitor during the loop
+        self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up
+        self.redraws = 0
+        self._draw_s = None              # smoothed time of one steady-state redraw
+
+    # -- the loop calls these ---------------------------------------------------------------
+    def log(self, step: int | None = None, *, loss=None, grad_norm=None, layer_norms=None,
+            **scalars):
+        """Record one training step. Values may be tensors, NumPy or Python numbers."""
+        t0 = time.perf_counter()
+        if self._started is None:
+            self._start()
+        if layer_norms is not None and not isinstance(layer_norms, dict):
+            raise TypeError("layer_norms must be a dict {layer name: norm}, as returned by "
+                            "ctlkit.grads.layer_norms(grads, variables)")
+        self.step = self.step + 1 if step is None else int(step)
+        values = dict(scalars)
+        if loss is not None:
+            values["loss"] = loss
+        if grad_norm is not None:
+            values["grad_norm"] = grad_norm
+        for k, v in (layer_norms or {}).items():
+            values[f"layer/{k}"] = v
+        self._pending.append((self.step, values))
+        if self.stop_on_nonfinite:   # check every step: costs one device sync per step
+            self._convert()
+        self._spent += time.perf_counter() - t0
+        self._raise_if_nonfinite()
+        if self._due(t0):
+            self.flush()
+
+    def log_epoch(self, **scalars):
+        """Record end-of-epoch scalars (validation loss/accuracy...), drawn as points."""
+        t0 = time.perf_counter()
+        self._convert()
+        self.history.add_epoch(self.step, {k: _to_float(v) for k, v in scalars.items()})
+        self._spent += time.perf_counter() - t0
+        if self._due(t0):  # otherwise drawn with the next redraw
+            self.flush()
+
+    def flush(self):
+        """Convert buffered values, check them and redraw now."""
+        t0 = time.perf_counter()
+        if self._started is None:
+            self._start()
+        self._convert()
+        png, one_off = None, 0.0
+        if self.sink.wants_png and self.history.steps:
+            d0, builds = time.perf_counter(), self.plotter.builds
+            png = self.plotter.render(self.history)
+            draw = time.perf_counter() - d0
+            if self.plotter.builds == builds:
+                self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
+            else:  # a new panel: the layout was rebuilt, a one-off cost like start-up
+                one_off = draw
+        self.sink.send(self, png)
+        self.redraws += 1
+        self._last_flush = time.perf_counter()
+        self.startup_seconds += one_off
+        self._spent += self._last_flush - t0 - one_off
+        self._raise_if_nonfinite()
+
+    def _due(self, now) -> bool:
+        """Redraw when ``every`` seconds have passed and the time spent so far plus one more
+        redraw stays within ``draw_budget`` of the loop's wall time, whatever the step rate."""
+        if now - self._last_flush < self.every:
+            return False
+        wall = now - self._started
+        return self._spent + (self._draw_s or 0.0) <= self.draw_budget * wall
+
+    def close(self):
+        """Final redraw; the widget becomes a static PNG. Called by ``with`` automatically."""
+        if self._closed:
+            return
+        if self._started is None:
+            self._start()
+        self._convert()
+        self._closed = True
+        png = self.plotter.render(self.history) if self.history.steps else None
+        self.sink.close(self, png)
+
+    def __enter__(self):
+        if self._started is None:
+            self._start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is KeyboardInterrupt:
+            self.interrupted, self.stopped_reason = True, f"interrupted at step {self.step}"
+        elif exc_type is NonFiniteError:
+            self.stopped_reason = str(exc)
+        self.close()
+        if self.stopped_reason and exc_type is not None:
+            print(f"[ctlkit.monitor] stopped cleanly: {self.stopped_reason}. "
+                  f"The model and monitor.history are kept.")
+        return exc_type in (KeyboardInterrupt, NonFiniteError)
+
+    # -- numbers for the reader -------------------------------------------------------------
+    def fraction_done(self):
+        return None if not self.total_steps else min(1.0, self.step / self.total_steps)
+
+    def elapsed(self) -> float:
+        return 0.0 if self._started is None else time.perf_counter() - self._started
+
+    def overhead(self) -> float:
+        """Fraction of the loop's wall time spent inside log/flush/redraw (the one-off
+        start-up, ``startup_seconds``, is excluded: it does not grow with the run)."""
+        wall = self.elapsed()
+        return self._spent / wall if wall > 0 else 0.0
+
+    def status_line(self, final: bool = False) -> str:
+        el = self.elapsed()
+        rate = self.step / el if el > 0 else 0.0
+        parts = [f"step {self.step}" + (f"/{self.total_steps}" if self.total_steps else "")]
+        parts.append(f"{rate:.1f} steps/s")
+        if self.total_steps and not final and rate > 0:
+            parts.append(f"ETA {max(0.0, (self.total_steps - self.step) / rate):.0f}s")
+        if final:
+            parts.append(f"{el:.1f}s")
+        for key in ("loss", "grad_norm"):
+            if key in self.history.series and self.history.series[key]:
+                parts.append(f"{key} {self.history.series[key][-1]:.4g}")
+        for k, vs in list(self.history.series.items()) + list(self.history.epoch_series.items()):
+            if k not in ("loss", "grad_norm") and not k.startswith("layer/") and vs:
+                parts.append(f"{k} {vs[-1]:.4g}")
+        if self.nonfinite:
+            parts.append(f"NON-FINITE {self.nonfinite[0]} at step {self.nonfinite[1]}")
+        if self.interrupted:
+            parts.append("interrupted")
+        return " · ".join(parts)
+
+    # -- internals --------------------------------------------------------------------------
+    def _start(self):
+        t0 = time.perf_counter()
+        self.sink.start(self)
+        if self.sink.wants_png:
+            Plotter.warm_up()
+        self._started = time.perf_counter()
+        self.startup_seconds = self._started - t0
+        self._last_flush = self._started
+
+    def _convert(self):
+        """Turn the buffered values into floats: one stacked conversion per key, not one per step."""
+        if not self._pending:
+            return
+        keys = list(dict.fromkeys(k for _, values in self._pending for k in values))
+        columns = {k: _to_floats([values.get(k) for _, values in self._pending]) for k in keys}
+        for i, (step, _) in enumerate(self._pending):
+            row = {k: columns[k][i] for k in keys if not math.isnan(columns[k][i])
+                   or self._pending[i][1].get(k) is not None}
+            self.history.add(step, row)
+            if self.nonfinite is None:
+                for k, v in row.items():
+                    if (k in self.WATCHED or k.startswith("layer/")) and not math.isfinite(v):
+                        self.nonfinite = (k, step, v)
+                        print(f"[ctlkit.monitor] non-finite {k} ({v}) first seen at step {step}.")
+                        break
+        self._pending.clear()
+
+    def _raise_if_nonfinite(self):
+        if self.nonfinite and self.stop_on_nonfinite and not self._closed:
+            raise NonFiniteError(*self.nonfinite)

@@ -1,0 +1,216 @@
+"""Runtime set-up: seeds, device detection, strategy, precision policy, quick mode.
+
+Read top to bottom:
+  * ``Budget`` / ``budget``: quick mode (``CTLKIT_QUICK=1``) caps epochs, steps and
+    example counts in one place, so notebooks carry no CI tricks in their text.
+  * ``setup()``: seeds Python, NumPy and TensorFlow, optionally turns on op
+    determinism, finds a TPU, GPUs or the CPU and returns a ``Runtime`` with the
+    ``tf.distribute`` strategy to use and the precision policy we recommend.
+
+Nothing here runs at import time: the first call to ``setup()`` does the work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import sys
+
+import numpy as np
+
+QUICK_ENV = "CTLKIT_QUICK"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}; "
+                        f"pass e.g. {name}=10")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}; pass a positive count")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much work a notebook may do. Full mode passes numbers through untouched.
+
+    In quick mode (env ``CTLKIT_QUICK=1``, set by ``make test`` and CI) each request is
+    capped, so the same notebook runs in seconds and its asserts still hold.
+    """
+
+    quick: bool = False
+    max_epochs: int = 3
+    max_steps: int = 300
+    max_examples: int = 2000
+
+    @classmethod
+    def from_env(cls) -> "Budget":
+        return cls(quick=_env_flag(QUICK_ENV))
+
+    def epochs(self, n: int) -> int:
+        """Epochs to run: ``n``, or at most ``max_epochs`` in quick mode."""
+        n = _positive_int("n", n)
+        return min(n, self.max_epochs) if self.quick else n
+
+    def steps(self, n: int) -> int:
+        """Training steps to run: ``n``, or at most ``max_steps`` in quick mode."""
+        n = _positive_int("n", n)
+        return min(n, self.max_steps) if self.quick else n
+
+    def examples(self, n: int) -> int:
+        """Dataset size to use: ``n``, or at most ``max_examples`` in quick mode."""
+        n = _positive_int("n", n)
+        return min(n, self.max_examples) if self.quick else n
+
+    def pick(self, full, quick):
+        """Return ``quick`` in quick mode and ``full`` otherwise (for anything not a count)."""
+        return quick if self.quick else full
+
+
+def budget() -> Budget:
+    """The budget in force now (re-read from the environment on each call)."""
+    return Budget.from_env()
+
+
+@dataclasses.dataclass
+class Runtime:
+    """What ``setup()`` found. ``strategy`` is always usable: ``with rt.strategy.scope(): ...``."""
+
+    kind: str                      # "TPU", "GPU" or "CPU"
+    strategy: object               # a tf.distribute.Strategy
+    policy: str                    # recommended keras mixed-precision policy name
+    devices: list                  # logical device names the strategy uses
+    seed: int
+    deterministic: bool
+    quick: bool
+    versions: dict
+
+    @property
+    def replicas(self) -> int:
+        return int(self.strategy.num_replicas_in_sync)
+
+    def summary(self) -> str:
+        v = self.versions
+        lines = [
+            f"TensorFlow {v['tensorflow']} · Keras {v['keras']} · Python {v['python']}",
+            f"device: {self.kind} ({', '.join(self.devices)}) · strategy: "
+            f"{type(self.strategy).__name__} · replicas: {self.replicas}",
+            f"recommended precision policy: {self.policy} · seed: {self.seed} · "
+            f"deterministic ops: {self.deterministic} · quick mode: {self.quick}",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:  # shown when a notebook cell ends with rt
+        return self.summary()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's ``random``, NumPy and TensorFlow (``keras.utils.set_random_seed``)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}; pass e.g. seed=0")
+    import keras
+
+    random.seed(int(seed))
+    np.random.seed(int(seed))
+    keras.utils.set_random_seed(int(seed))  # also seeds tf.random
+
+
+def _find_tpu():
+    """Return a TPUClusterResolver for a local TPU VM, or None. Never raises."""
+    import tensorflow as tf
+
+    if not (os.environ.get("TPU_NAME") or os.environ.get("COLAB_TPU_ADDR")
+            or os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")):
+        return None  # cheap check first: no TPU hint on this machine
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return resolver
+    except Exception:  # noqa: BLE001 - any failure means "no usable TPU"
+        return None
+
+
+def gpu_compute_capability(device) -> tuple | None:
+    """(major, minor) of a physical GPU, or None if TensorFlow cannot tell."""
+    import tensorflow as tf
+
+    try:
+        cc = tf.config.experimental.get_device_details(device).get("compute_capability")
+    except Exception:  # noqa: BLE001
+        return None
+    return tuple(cc) if cc else None
+
+
+def recommend_policy(kind: str, capabilities=()) -> str:
+    """The precision policy worth using: float16 needs tensor cores (compute capability >= 7)."""
+    if kind not in {"CPU", "GPU", "TPU"}:
+        raise ValueError(f"kind must be 'CPU', 'GPU' or 'TPU', got {kind!r}")
+    if isinstance(capabilities, (str, bytes)) or not hasattr(capabilities, "__iter__"):
+        raise TypeError(f"capabilities must be a list of (major, minor) tuples, got "
+                        f"{capabilities!r}")
+    caps = list(capabilities)
+    for c in caps:
+        if c is not None and not (isinstance(c, (tuple, list)) and c
+                                  and all(isinstance(i, int) for i in c)):
+            raise TypeError(f"capabilities must be a list of (major, minor) tuples (None for "
+                            f"unknown), got {capabilities!r}; e.g. capabilities=[(7, 0)]")
+    if kind == "TPU":
+        return "mixed_bfloat16"
+    if kind == "GPU" and caps and all(c and c[0] >= 7 for c in caps):
+        return "mixed_float16"
+    return "float32"  # CPU: mixed_float16 is ~160x slower there (DESIGN.md §6)
+
+
+def versions() -> dict:
+    import keras
+    import tensorflow as tf
+
+    return {"tensorflow": tf.__version__, "keras": keras.__version__,
+            "python": sys.version.split()[0], "numpy": np.__version__}
+
+
+def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True) -> Runtime:
+    """Seed everything, pick the strategy and recommend a precision policy.
+
+    seed:          seeds Python, NumPy and TensorFlow.
+    deterministic: also call ``tf.config.experimental.enable_op_determinism()`` (slower on
+                   GPU, needed for bit-identical reruns there).
+    verbose:       print the summary.
+    The global Keras precision policy is *not* changed: notebooks set it themselves.
+    """
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+    seed_everything(seed)
+    import tensorflow as tf
+
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+
+    resolver = _find_tpu()
+    gpus = tf.config.list_physical_devices("GPU")
+    if resolver is not None:
+        kind, strategy = "TPU", tf.distribute.TPUStrategy(resolver)
+        policy = recommend_policy("TPU")
+        devices = [d.name for d in tf.config.list_logical_devices("TPU")]
+    elif gpus:
+        kind = "GPU"
+        logical = [d.name for d in tf.config.list_logical_devices("GPU")]
+        strategy = (tf.distribute.MirroredStrategy() if len(logical) > 1
+                    else tf.distribute.OneDeviceStrategy(logical[0]))
+        policy = recommend_policy("GPU", [gpu_compute_capability(g) for g in gpus])
+        devices = logical
+    else:
+        kind, policy = "CPU", "float32"
+        strategy = tf.distribute.get_strategy()  # the default strategy: plain TF
+        devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+
+    rt = Runtime(kind=kind, strategy=strategy, policy=policy, devices=devices, seed=int(seed),
+                 deterministic=deterministic, quick=budget().quick, versions=versions())
+    if verbose:
+        print(rt.summary())
+    return rt

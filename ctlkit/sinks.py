@@ -1,0 +1,227 @@
+"""Where the live monitor sends its picture: one small class per output, one ``send()`` each.
+
+* ``WidgetSink``: an ``ipywidgets.Image`` (PNG from matplotlib's Agg backend) and an HTML
+  progress line, updated from the training loop's own thread, so it refreshes while the
+  cell is busy in JupyterLab, Notebook, VS Code and Colab. Only APIs common to
+  ipywidgets 7 and 8 are used. At the end the widget is replaced by a static PNG, so a
+  saved notebook and GitHub's preview still show the curves.
+* ``TextSink``: one compact line for terminals, scripts and CI logs; a final PNG when
+  running inside IPython.
+* ``NullSink``: nothing (tests, timing baselines).
+"""
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+
+import numpy as np
+
+
+class Plotter:
+    """Draws a ``monitor.History`` to PNG bytes with matplotlib's Agg backend.
+
+    The figure and its lines are kept between redraws and only their data change
+    (``set_data``), which is several times faster than drawing from scratch; the layout
+    is rebuilt only when a new panel appears.
+    """
+
+    _warm = False
+
+    def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400):
+        self.title, self.dpi, self.max_points = title, dpi, max_points
+        self.fig, self.layout, self.axes, self.lines = None, None, {}, {}
+        self.builds = 0
+
+    @classmethod
+    def warm_up(cls):
+        """Load matplotlib's fonts and Agg once per process (the first figure is slow)."""
+        if not cls._warm:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+
+            fig = Figure(figsize=(1, 1), dpi=36)
+            FigureCanvasAgg(fig)
+            fig.add_subplot().set_title("warm-up")
+            fig.savefig(io.BytesIO(), format="png")
+            cls._warm = True
+
+    def _build(self, panels):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator, NullFormatter
+
+        ncols = min(3, len(panels))
+        nrows = -(-len(panels) // ncols)
+        self.fig = Figure(figsize=(3.6 * ncols, 2.5 * nrows + 0.3), dpi=self.dpi)
+        FigureCanvasAgg(self.fig)
+        if self.title:
+            self.fig.suptitle(f"{self.title} (x: training step)", fontsize=10)
+        self.axes, self.lines = {}, {}
+        for i, (name, series) in enumerate(panels):
+            ax = self.fig.add_subplot(nrows, ncols, i + 1)
+            ax.set_title(name, fontsize=9)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
+            if name.startswith("gradient"):
+                ax.set_yscale("log")
+                ax.yaxis.set_minor_formatter(NullFormatter())  # tick text is the slow part
+            else:
+                ax.yaxis.set_major_locator(MaxNLocator(4))
+            self.axes[name] = ax
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14 / nrows, wspace=0.3,
+                                 hspace=0.55, top=1 - 0.55 / (2.5 * nrows + 0.3))
+        self.layout = [name for name, _ in panels]
+        self.builds += 1
+
+    def render(self, history) -> bytes:
+        panels = history.panels(self.max_points)
+        if not panels:
+            return b""
+        if self.layout != [name for name, _ in panels]:
+            self._build(panels)
+        for name, series in panels:
+            ax = self.axes[name]
+            for label, steps, values, style in series:
+                key = (name, label)
+                if key not in self.lines:
+                    if style == "points":
+                        (line,) = ax.plot([], [], "o-", ms=3, lw=1, label=label)
+                    elif style == "bold":
+                        (line,) = ax.plot([], [], color="black", lw=1.6, label=label)
+                    else:
+                        (line,) = ax.plot([], [], lw=1, label=label,
+                                          alpha=0.35 if style == "raw" else 1.0)
+                    self.lines[key] = line
+                    if len(series) > 1:
+                        ax.legend(fontsize=6, loc="best")
+                ok = np.isfinite(values) & ((values > 0) if name.startswith("gradient") else True)
+                self.lines[key].set_data(np.asarray(steps)[ok], np.asarray(values)[ok])
+            ax.relim()
+            ax.autoscale_view()
+        buf = io.BytesIO()
+        self.fig.savefig(buf, format="png", dpi=self.dpi, pil_kwargs={"compress_level": 1})
+        return buf.getvalue()
+
+
+def render_png(history, title: str = "", dpi: int = 72) -> bytes:
+    """One-off drawing of ``history`` to PNG bytes (the monitor keeps a ``Plotter``)."""
+    return Plotter(title, dpi).render(history)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def _display_final(png: bytes) -> None:
+    if _in_kernel():
+        from IPython.display import Image, display
+
+        display(Image(png))
+
+
+class NullSink:
+    """Shows nothing. ``Monitor(sink="null")``."""
+
+    wants_png = False
+
+    def start(self, monitor):
+        pass
+
+    def send(self, monitor, png):
+        pass
+
+    def close(self, monitor, png):
+        pass
+
+
+class TextSink(NullSink):
+    """A compact progress line; in place on a terminal, one line per ``every`` s in a log."""
+
+    def __init__(self, every: float | None = None, stream=None):
+        self.stream = stream or sys.stdout
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.every = every if every is not None else (0.5 if tty else 5.0)
+        self.tty, self._last = tty, -1e9
+
+    def send(self, monitor, png):
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            end = "\r" if self.tty else "\n"
+            print(monitor.status_line(), end=end, file=self.stream, flush=True)
+
+    def close(self, monitor, png):
+        print(monitor.status_line(final=True), file=self.stream, flush=True)
+        if png is not None:
+            _display_final(png)
+
+
+class WidgetSink(NullSink):
+    """An image widget and a progress line that update while the cell runs."""
+
+    wants_png = True
+
+    def __init__(self):
+        import ipywidgets as widgets  # ipywidgets 7.7 and 8 both have these
+
+        self.widgets = widgets
+        self.label = widgets.HTML(value="")
+        self.image = widgets.Image(format="png")
+        self.box = widgets.VBox([self.label, self.image])
+        self.handle = None
+
+    def start(self, monitor):
+        from IPython.display import display
+
+        self.label.value = self._html(monitor)
+        self.handle = display(self.box, display_id=True)
+
+    def _html(self, monitor, final=False):
+        frac = monitor.fraction_done()
+        bar = (f"<progress value='{frac:.3f}' max='1' style='width:160px'></progress> "
+               if frac is not None else "")
+        return f"<span style='font-family:monospace'>{bar}{monitor.status_line(final)}</span>"
+
+    def send(self, monitor, png):
+        self.label.value = self._html(monitor)
+        if png is not None:
+            self.image.value = png
+
+    def close(self, monitor, png):
+        from IPython.display import HTML, Image, display
+
+        if self.handle is not None and png is not None:
+            self.handle.update(Image(png))  # the static figure takes the widget's place
+            self.box.close()
+        display(HTML(self._html(monitor, final=True)))
+
+
+def make_sink(kind: str = "auto"):
+    """'auto' picks the widget sink in a Jupyter kernel with ipywidgets, else text.
+    The environment variable CTLKIT_MONITOR=widget|text|null overrides 'auto'."""
+    kinds = ("auto", "widget", "text", "null")
+    if not isinstance(kind, str) or kind not in kinds:
+        if hasattr(kind, "send") and hasattr(kind, "close"):
+            return kind  # a sink object of the learner's own
+        raise ValueError(f"sink must be one of {kinds} or an object with start/send/close, "
+                         f"got {kind!r}")
+    if kind == "auto":
+        kind = os.environ.get("CTLKIT_MONITOR", "auto")
+        if kind not in kinds:
+            raise ValueError(f"CTLKIT_MONITOR must be one of {kinds}, got {kind!r}")
+    if kind == "auto":
+        kind = "text"
+        if _in_kernel():
+            try:
+                import ipywidgets  # noqa: F401
+                kind = "widget"
+            except ImportError:
+                pass
+    return {"widget": WidgetSink, "text": TextSink, "null": NullSink}[kind]()

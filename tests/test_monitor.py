@@ -1,0 +1,753 @@
+"""Tests for ctlkit/monitor.py and ctlkit/sinks.py: the live training monitor, headless.
+
+Tests marked ``xfail(strict=True)`` pin bugs reported to the monitor's owner: each fails today
+for the stated reason and turns into an error (XPASS) once the bug is fixed, so the marker is
+then removed.
+"""
+import io
+import math
+import struct
+import time
+
+import IPython
+import IPython.display
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+
+import ctlkit
+from ctlkit import grads, sinks
+from ctlkit.monitor import History, Monitor, NonFiniteError
+from ctlkit.sinks import NullSink, Plotter, TextSink, WidgetSink, make_sink, render_png
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(png):
+    assert png[:8] == PNG_MAGIC
+    return struct.unpack(">II", png[16:24])  # (width, height) from the IHDR chunk
+
+
+@pytest.fixture(autouse=True)
+def no_monitor_env(monkeypatch):
+    monkeypatch.delenv("CTLKIT_MONITOR", raising=False)
+
+
+class FakeHandle:
+    def __init__(self):
+        self.updates = []
+
+    def update(self, obj):
+        self.updates.append(obj)
+
+
+@pytest.fixture
+def fake_display(monkeypatch):
+    """Replace IPython's display(): records what was shown and hands out fake display handles."""
+    shown, handles = [], []
+
+    def display(*objs, display_id=None, **kwargs):
+        shown.extend(objs)
+        if display_id:
+            handles.append(FakeHandle())
+            return handles[-1]
+        return None
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    return shown, handles
+
+
+class RecordingSink:
+    """A learner-style sink object: records every call."""
+
+    def __init__(self, wants_png=False):
+        self.wants_png = wants_png
+        self.calls, self.pngs = [], []
+
+    def start(self, monitor):
+        self.calls.append("start")
+
+    def send(self, monitor, png):
+        self.calls.append("send")
+        self.pngs.append(png)
+
+    def close(self, monitor, png):
+        self.calls.append("close")
+        self.pngs.append(png)
+
+
+class Probe:
+    """A value whose conversion to a number is counted (as a tensor's .numpy() would sync)."""
+
+    def __init__(self, value, counter):
+        self.value, self.counter = value, counter
+
+    def numpy(self):
+        self.counter.append(1)
+        return np.float32(self.value)
+
+
+def history(n=50, layers=True, epochs=True):
+    h = History()
+    for i in range(1, n + 1):
+        row = {"loss": 2.0 / i, "grad_norm": 1.0 + 1.0 / i}
+        if layers:
+            row.update({"layer/dense": 0.5 / i, "layer/out": 0.3})
+        h.add(i, row)
+        if epochs and i % 10 == 0:
+            h.add_epoch(i, {"val_loss": 2.5 / i, "val_accuracy": i / n})
+    return h
+
+
+# -- history from tensors -----------------------------------------------------------------------
+def test_history_collects_tensors_from_a_real_step():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="hidden"),
+                              keras.layers.Dense(1, name="out")], name="mlp")
+    x, y = tf.random.normal((16, 4)), tf.random.normal((16, 1))
+    losses, gnorms, hidden = [], [], []
+    monitor = Monitor(total_steps=5, sink="null")
+    with monitor:
+        for _ in range(5):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            g = tape.gradient(loss, model.trainable_variables)
+            gnorm = grads.global_norm(g)
+            per_layer = grads.layer_norms(g, model.trainable_variables)
+            monitor.log(loss=loss, grad_norm=gnorm, layer_norms=per_layer)
+            losses.append(float(loss))
+            gnorms.append(float(gnorm))
+            hidden.append(float(per_layer["mlp/hidden"]))
+            for v, gv in zip(model.trainable_variables, g):
+                v.assign_sub(0.1 * gv)
+    h = monitor.history
+    assert h.steps == [1, 2, 3, 4, 5] and monitor.step == 5
+    np.testing.assert_allclose(h["loss"], losses, rtol=1e-6)
+    np.testing.assert_allclose(h["grad_norm"], gnorms, rtol=1e-6)
+    np.testing.assert_allclose(h["layer/mlp/hidden"], hidden, rtol=1e-6)
+    assert "layer/mlp/out" in h and h["loss"].dtype == np.float64
+    assert monitor.fraction_done() == 1.0 and monitor.nonfinite is None
+    assert losses[-1] < losses[0]
+
+
+def test_log_accepts_numpy_python_and_extra_scalars():
+    m = Monitor(sink="null")
+    m.log(loss=np.float32(1.5), grad_norm=2, lr=tf.constant(0.1), accuracy=np.array(0.25))
+    m.close()
+    assert m.history["loss"].tolist() == [1.5] and m.history["grad_norm"].tolist() == [2.0]
+    assert m.history["lr"][0] == pytest.approx(0.1) and m.history["accuracy"].tolist() == [0.25]
+
+
+def test_explicit_step_numbers():
+    m = Monitor(sink="null")
+    m.log(step=10, loss=1.0)
+    m.log(loss=2.0)
+    m.log(step=np.int64(20), loss=3.0)
+    m.close()
+    assert m.history.steps == [10, 11, 20] and m.step == 20
+
+
+def test_missing_and_late_keys_are_nan_filled():
+    m = Monitor(sink="null")
+    m.log(loss=1.0, acc=0.5)
+    m.log(loss=2.0)
+    m.log(loss=3.0, lr=0.1)
+    m.close()
+    h = m.history
+    assert np.isnan(h["acc"][1]) and h["acc"][0] == 0.5
+    assert np.isnan(h["lr"][:2]).all() and h["lr"][2] == pytest.approx(0.1)
+    assert len(h["loss"]) == len(h["acc"]) == len(h["lr"]) == 3
+
+
+def test_log_epoch_records_without_forcing_a_redraw():
+    m = Monitor(sink="null", every=3600)
+    m.log(loss=1.0)
+    m.log_epoch(val_loss=0.5)
+    assert m.redraws == 0 and m.history["val_loss"].tolist() == [0.5]
+    m.close()
+
+
+def test_log_epoch():
+    m = Monitor(sink="null")
+    with m:
+        for epoch in range(3):
+            for _ in range(4):
+                m.log(loss=1.0)
+            m.log_epoch(val_loss=tf.constant(0.5 + epoch), val_accuracy=0.1 * epoch)
+    assert m.history.epoch_steps == [4, 8, 12]
+    np.testing.assert_allclose(m.history["val_loss"], [0.5, 1.5, 2.5])
+    np.testing.assert_allclose(m.history["val_accuracy"], [0.0, 0.1, 0.2])
+    assert set(m.history.keys()) == {"loss", "val_loss", "val_accuracy"}
+
+
+def test_history_unknown_key_names_what_was_logged():
+    h = history(3, layers=False, epochs=False)
+    with pytest.raises(KeyError, match=r"'acc' was never logged; logged: \['grad_norm', 'loss'\]"):
+        h["acc"]
+
+
+def _panel_with(panels, label):
+    (found,) = [[lbl for lbl, *_ in series] for _, series in panels
+                if label in [lbl for lbl, *_ in series]]
+    return found
+
+
+def test_history_panels_group_related_series():
+    panels = history(30).panels()
+    assert 1 <= len(panels) <= 4  # each axis costs drawing time
+    assert {"loss", "val_loss"} <= set(_panel_with(panels, "loss"))  # validation beside training
+    layer_panel = _panel_with(panels, "dense")
+    assert "out" in layer_panel and len(layer_panel) == 3  # the global norm and both layers
+    assert "val_accuracy" not in _panel_with(panels, "loss")
+    for _, series in panels:
+        for label, steps, values, style in series:
+            assert len(steps) == len(values), label
+
+
+def test_history_panels_subsample_long_runs():
+    h = History()
+    for i in range(1, 2001):
+        h.add(i, {"loss": 1.0 / i, "grad_norm": 1.0, "layer/dense": 2.0})
+    for _, series in h.panels(max_points=400):
+        for label, steps, values, _ in series:
+            assert len(steps) == len(values) <= 400, label
+
+
+def test_status_line_and_fraction_done():
+    m = Monitor(total_steps=10, sink="null")
+    assert m.fraction_done() == 0.0 and m.elapsed() == 0.0
+    for i in range(4):
+        m.log(loss=1.0 / (i + 1), acc=0.5)
+    m.flush()
+    line = m.status_line()
+    assert line.startswith("step 4/10 · ") and "steps/s" in line and "ETA" in line
+    assert "loss 0.25" in line and "acc 0.5" in line
+    assert m.fraction_done() == pytest.approx(0.4)
+    final = m.status_line(final=True)
+    assert "ETA" not in final and final.split(" · ")[2].endswith("s")
+    assert Monitor(sink="null").fraction_done() is None
+
+
+# -- non-finite values --------------------------------------------------------------------------
+def test_nan_loss_is_reported_with_its_step(capsys):
+    m = Monitor(total_steps=10, sink="null")
+    with m:
+        for step in range(1, 11):
+            loss = tf.constant(np.nan if step in (7, 9) else 1.0 / step)
+            m.log(loss=loss, grad_norm=tf.constant(1.0))
+    assert m.step == 10 and len(m.history["loss"]) == 10  # the run went on
+    key, step, value = m.nonfinite
+    assert (key, step) == ("loss", 7) and math.isnan(value)
+    out = capsys.readouterr().out
+    assert "[ctlkit.monitor] non-finite loss (nan) first seen at step 7." in out
+    assert "step 9" not in out
+    assert m.stopped_reason is None and "NON-FINITE loss at step 7" in m.status_line()
+
+
+def test_inf_grad_norm_and_layer_norms_are_watched():
+    m = Monitor(sink="null")
+    m.log(loss=1.0, grad_norm=1.0)
+    m.log(loss=1.0, grad_norm=np.inf)
+    m.close()
+    assert m.nonfinite == ("grad_norm", 2, math.inf)
+    m = Monitor(sink="null")
+    m.log(loss=1.0, layer_norms={"dense": 1.0})
+    m.log(loss=1.0, layer_norms={"dense": float("nan")})
+    m.close()
+    assert m.nonfinite[:2] == ("layer/dense", 2)
+
+
+def test_nan_in_other_scalars_is_not_an_alarm():
+    m = Monitor(sink="null", stop_on_nonfinite=True)
+    with m:
+        m.log(loss=1.0, val_metric=float("nan"))
+        m.log(loss=1.0)
+    assert m.nonfinite is None and m.step == 2 and m.stopped_reason is None
+
+
+def test_stop_on_nonfinite_ends_the_with_block_cleanly(capsys):
+    m = Monitor(total_steps=10, sink="null", stop_on_nonfinite=True)
+    ran = []
+    with m:
+        for step in range(1, 11):
+            ran.append(step)
+            m.log(loss=tf.constant(np.nan if step == 4 else 1.0))
+    assert ran == [1, 2, 3, 4]  # steps after the NaN did not run
+    assert m.step == 4 and len(m.history["loss"]) == 4
+    assert m.stopped_reason == "non-finite loss (nan) first seen at step 4"
+    assert not m.interrupted
+    assert "stopped cleanly: non-finite loss (nan) first seen at step 4" in capsys.readouterr().out
+
+
+def test_stop_on_nonfinite_outside_with_raises_nonfinite_error():
+    m = Monitor(sink="null", stop_on_nonfinite=True)
+    m.log(loss=1.0)
+    with pytest.raises(NonFiniteError, match=r"non-finite grad_norm \(inf\) first seen at step 2"
+                       ) as info:
+        m.log(loss=1.0, grad_norm=float("inf"))
+    assert (info.value.key, info.value.step, info.value.value) == ("grad_norm", 2, math.inf)
+    assert isinstance(info.value, FloatingPointError)
+    assert ctlkit.NonFiniteError is NonFiniteError
+
+
+def test_keyboard_interrupt_is_swallowed_and_history_kept(capsys):
+    sink = RecordingSink()
+    m = Monitor(total_steps=100, sink=sink)
+    with m:
+        for step in range(1, 101):
+            m.log(loss=1.0 / step)
+            if step == 5:
+                raise KeyboardInterrupt
+    assert m.interrupted is True and m.stopped_reason == "interrupted at step 5"
+    assert m.history["loss"].tolist() == [1.0, 0.5, 1 / 3, 0.25, 0.2]
+    assert sink.calls[0] == "start" and sink.calls[-1] == "close"
+    assert "interrupted" in m.status_line()
+    assert "stopped cleanly: interrupted at step 5" in capsys.readouterr().out
+
+
+def test_other_exceptions_propagate_after_closing():
+    sink = RecordingSink()
+    m = Monitor(sink=sink)
+    with pytest.raises(ValueError, match="learner bug"):
+        with m:
+            m.log(loss=1.0)
+            raise ValueError("learner bug")
+    assert sink.calls[-1] == "close" and m.stopped_reason is None and not m.interrupted
+
+
+def test_close_is_idempotent_and_works_without_with():
+    sink = RecordingSink()
+    m = Monitor(sink=sink)
+    m.log(loss=1.0)
+    m.close()
+    m.close()
+    assert sink.calls.count("close") == 1 and sink.calls.count("start") == 1
+
+
+# -- buffering and redraw throttling --------------------------------------------------------------
+def test_log_does_not_convert_values_until_a_redraw():
+    conversions = []
+    m = Monitor(sink="null", every=3600)
+    for i in range(50):
+        m.log(loss=Probe(1.0 / (i + 1), conversions), grad_norm=Probe(1.0, conversions))
+    assert conversions == []  # nothing synced per step
+    assert m.redraws == 0
+    m.flush()
+    assert len(conversions) == 100 and m.redraws == 1
+    assert m.history["loss"][-1] == pytest.approx(1 / 50)
+    m.flush()
+    assert len(conversions) == 100  # converted once only
+    m.close()
+
+
+def test_stop_on_nonfinite_converts_every_step():
+    conversions = []
+    m = Monitor(sink="null", every=3600, stop_on_nonfinite=True)
+    for i in range(5):
+        m.log(loss=Probe(1.0, conversions))
+        assert len(conversions) == i + 1
+    m.close()
+
+
+def test_cheap_loop_gets_only_a_few_redraws():
+    m = Monitor(total_steps=2000, sink="null")  # every=0.5 s
+    t0 = time.perf_counter()
+    for i in range(2000):
+        m.log(loss=1.0 / (i + 1), grad_norm=1.0)
+    elapsed = time.perf_counter() - t0
+    assert m.redraws <= 1 + elapsed / 0.5
+    assert m.redraws <= 3
+    m.close()
+    assert len(m.history["loss"]) == 2000
+
+
+def test_redraws_follow_every_seconds():
+    m = Monitor(sink="null", every=0.1)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.65:
+        m.log(loss=1.0)
+        time.sleep(0.001)
+    assert 3 <= m.redraws <= 8  # live, but not per step (hundreds of steps ran)
+    assert m.step > 100
+    m.close()
+
+
+def test_slow_drawing_stretches_the_redraw_interval():
+    sink = RecordingSink(wants_png=True)
+    m = Monitor(sink=sink, every=0.01)  # asks for 100 redraws/s; drawing takes far longer
+    with m:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            m.log(loss=1.0, grad_norm=1.0)
+            time.sleep(0.001)
+        assert 1 <= m.redraws <= 3  # unthrottled it would be ~15
+        assert m.overhead() < 0.25
+    assert all(p[:8] == PNG_MAGIC for p in sink.pngs)
+
+
+def _slow_start_run(monkeypatch, use_with):
+    # Simulate a first-in-process matplotlib warm-up of 0.3 s (typical on a cold laptop).
+    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(0.3)))
+    m = Monitor(sink=RecordingSink(wants_png=True), every=0.05)
+    if use_with:
+        m.__enter__()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.6:
+        m.log(loss=1.0)
+        time.sleep(0.002)
+    overhead = m.overhead()
+    m.close()
+    assert m.startup_seconds >= 0.3
+    return overhead
+
+
+def test_start_up_is_not_counted_as_overhead(monkeypatch):
+    assert _slow_start_run(monkeypatch, use_with=True) < 0.2
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="monitor.log() takes t0 before calling _start(), so without `with` the "
+                          "one-off start-up (sink, matplotlib warm-up) is added to the overhead "
+                          "and delays the first redraws")
+def test_start_up_is_not_counted_as_overhead_without_with(monkeypatch):
+    assert _slow_start_run(monkeypatch, use_with=False) < 0.2
+
+
+# -- bad arguments ------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [0, -1, "x", 2.5, True, [10]])
+def test_bad_total_steps(bad):
+    with pytest.raises(ValueError, match=r"total_steps must be a positive int or None"):
+        Monitor(total_steps=bad, sink="null")
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, "x", None])
+def test_bad_every(bad):
+    with pytest.raises(ValueError, match=r"every must be a positive number of seconds"):
+        Monitor(every=bad, sink="null")
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1])
+def test_bad_draw_budget(bad):
+    with pytest.raises(ValueError, match=r"draw_budget must be a fraction in \(0, 1\)"):
+        Monitor(draw_budget=bad, sink="null")
+
+
+@pytest.mark.parametrize("bad", [[("dense", 1.0)], 1.0, "dense"])
+def test_layer_norms_must_be_a_dict(bad):
+    m = Monitor(sink="null")
+    with pytest.raises(TypeError, match=r"layer_norms must be a dict"):
+        m.log(loss=1.0, layer_norms=bad)
+
+
+@pytest.mark.parametrize("bad", ["bogus", "Widget", "", None, 5])
+def test_unknown_sink(bad):
+    with pytest.raises(ValueError,
+                       match=r"sink must be one of \('auto', 'widget', 'text', 'null'\)"):
+        Monitor(sink=bad)
+
+
+def test_bogus_ctlkit_monitor_env(monkeypatch):
+    monkeypatch.setenv("CTLKIT_MONITOR", "bogus")
+    with pytest.raises(ValueError, match=r"CTLKIT_MONITOR must be one of .* got 'bogus'"):
+        Monitor()
+    assert isinstance(Monitor(sink="null").sink, NullSink)  # an explicit sink ignores the env
+
+
+# -- choosing a sink ----------------------------------------------------------------------------
+def test_make_sink_kinds(monkeypatch):
+    assert type(make_sink("null")) is NullSink
+    assert type(make_sink("text")) is TextSink
+    assert type(make_sink("auto")) is TextSink  # no Jupyter kernel in pytest
+    monkeypatch.setenv("CTLKIT_MONITOR", "null")
+    assert type(make_sink("auto")) is NullSink
+    monkeypatch.setenv("CTLKIT_MONITOR", "text")
+    assert type(make_sink()) is TextSink
+    own = RecordingSink()
+    assert make_sink(own) is own
+
+
+def test_auto_picks_the_widget_in_a_kernel(monkeypatch, fake_display):
+    class FakeShell:
+        kernel = object()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: FakeShell())
+    assert sinks._in_kernel() is True
+    assert type(make_sink("auto")) is WidgetSink
+    monkeypatch.setenv("CTLKIT_MONITOR", "text")
+    assert type(make_sink("auto")) is TextSink
+
+
+def test_not_in_kernel_without_ipython_shell(monkeypatch):
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert sinks._in_kernel() is False
+
+
+# -- drawing ------------------------------------------------------------------------------------
+def test_render_png_returns_png_bytes():
+    png = render_png(history(40), title="digits MLP")
+    w, h = png_size(png)
+    assert 200 < w < 2000 and 100 < h < 2000
+
+
+def test_render_png_layout_follows_panels():
+    one_panel = History()
+    for i in range(1, 20):
+        one_panel.add(i, {"loss": 1.0 / i})
+    w1, _ = png_size(render_png(one_panel))
+    w3, _ = png_size(render_png(history(20)))
+    assert w3 > 2 * w1  # panels side by side
+
+
+def test_plotter_reuses_its_figure():
+    h = history(10, layers=True, epochs=False)
+    p = Plotter()
+    for i in range(11, 14):
+        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+        p.render(h)
+    assert p.builds == 1
+
+
+def test_render_png_empty_history():
+    assert render_png(History()) == b""
+
+
+def test_picture_changes_when_history_grows():
+    h = history(20, epochs=False)
+    p = Plotter("run")
+    first = p.render(h)
+    again = p.render(h)
+    for i in range(21, 60):
+        h.add(i, {"loss": 5.0, "grad_norm": 10.0, "layer/dense": 3.0, "layer/out": 0.01})
+    grown = p.render(h)
+    assert first == again  # same data, same picture
+    assert grown != first and grown[:8] == PNG_MAGIC
+    assert grown != render_png(history(20, epochs=False), title="run")
+
+
+def test_plotter_rebuilds_when_a_panel_appears():
+    h = history(10, layers=False, epochs=False)
+    p = Plotter()
+    size_before = png_size(p.render(h))
+    h.add_epoch(10, {"val_accuracy": 0.9})
+    assert png_size(p.render(h)) != size_before and p.builds == 2
+
+
+def test_render_long_history_with_a_nan_loss():
+    # > 2 * max_points steps, so the series are subsampled; the NaN disables smoothing.
+    h = History()
+    for i in range(1, 1001):
+        h.add(i, {"loss": float("nan") if i == 500 else 1.0 / i})
+    assert render_png(h)[:8] == PNG_MAGIC
+
+
+def test_render_tolerates_nan_and_nonpositive_gradient_norms():
+    h = History()
+    for i in range(1, 50):
+        h.add(i, {"loss": float("nan") if i == 25 else 1.0 / i, "grad_norm": 0.0 if i < 3 else i})
+    assert render_png(h)[:8] == PNG_MAGIC
+
+
+# -- sinks --------------------------------------------------------------------------------------
+def test_text_sink_headless_output(capsys):
+    m = Monitor(total_steps=20, sink="text")
+    with m:
+        for step in range(1, 21):
+            m.log(loss=tf.constant(1.0 / step), grad_norm=tf.constant(2.0))
+            if step == 10:
+                m.flush()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("step 10/20 · ") and "loss 0.1 · grad_norm 2" in lines[0]
+    assert lines[-1].startswith("step 20/20 · ") and "loss 0.05" in lines[-1]
+    assert "ETA" not in lines[-1]
+
+
+def test_text_sink_line_per_flush_and_tty_in_place():
+    buf = io.StringIO()
+    m = Monitor(total_steps=3, sink=TextSink(every=0, stream=buf))
+    for _ in range(3):
+        m.log(loss=0.5)
+        m.flush()
+    m.close()
+    lines = buf.getvalue().splitlines()
+    assert [line.split(" · ")[0] for line in lines] == ["step 1/3", "step 2/3", "step 3/3",
+                                                        "step 3/3"]
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    sink = TextSink(stream=tty)
+    assert sink.every == 0.5 and TextSink(stream=io.StringIO()).every == 5.0
+    sink.send(m, None)
+    assert tty.getvalue().endswith("\r")
+
+
+def test_text_sink_throttles_its_own_lines():
+    buf = io.StringIO()
+    m = Monitor(sink=TextSink(every=3600, stream=buf))
+    for _ in range(5):
+        m.log(loss=0.5)
+        m.flush()
+    assert len(buf.getvalue().splitlines()) == 1
+
+
+def test_text_sink_final_png_only_in_a_kernel(monkeypatch, fake_display):
+    shown, _ = fake_display
+    png = render_png(history(5))
+    m = Monitor(sink="null")
+    TextSink(stream=io.StringIO()).close(m, png)
+    assert shown == []
+    monkeypatch.setattr(sinks, "_in_kernel", lambda: True)
+    TextSink(stream=io.StringIO()).close(m, png)
+    assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
+    assert shown[0].data == png
+
+
+def test_widget_sink_start_send_close(fake_display):
+    shown, handles = fake_display
+    m = Monitor(total_steps=10, sink="null")
+    sink = WidgetSink()
+    sink.start(m)
+    assert shown == [sink.box] and len(handles) == 1
+    assert "<progress value='0.000'" in sink.label.value and "step 0/10" in sink.label.value
+
+    png = render_png(history(10))
+    m.step = 5
+    sink.send(m, png)
+    assert sink.image.value == png
+    assert "<progress value='0.500'" in sink.label.value and "step 5/10" in sink.label.value
+    sink.send(m, None)  # a text-only update keeps the picture
+    assert sink.image.value == png
+
+    final = render_png(history(12))
+    sink.close(m, final)
+    (update,) = handles[0].updates
+    assert isinstance(update, IPython.display.Image) and update.data == final
+    assert sink.box.comm is None  # the live widget is closed
+    assert isinstance(shown[-1], IPython.display.HTML) and "step 5/10" in shown[-1].data
+
+
+def test_widget_sink_close_without_picture_keeps_widget(fake_display):
+    _, handles = fake_display
+    m = Monitor(sink="null")
+    sink = WidgetSink()
+    sink.start(m)
+    sink.close(m, None)
+    assert handles[0].updates == []
+
+
+def test_widget_monitor_end_to_end(fake_display):
+    shown, handles = fake_display
+    m = Monitor(total_steps=300, sink="widget", every=0.05)
+    with m:
+        for i in range(300):
+            m.log(loss=tf.constant(1.0 / (i + 1)), grad_norm=tf.constant(1.0))
+            time.sleep(0.001)
+    assert m.redraws >= 1 and m.sink.image.value[:8] == PNG_MAGIC
+    (update,) = handles[0].updates
+    assert update.data[:8] == PNG_MAGIC and m.sink.box.comm is None  # static final picture
+    assert "step 300/300" in shown[-1].data
+
+
+# -- overhead -----------------------------------------------------------------------------------
+def _train(monitor, seconds):
+    """A real (small) compiled training-like step: matmuls, a loss, norms, as tensors."""
+    a = tf.random.uniform((160, 160))
+
+    @tf.function
+    def step(a):
+        h1 = tf.tanh(a @ a)
+        h2 = tf.tanh(h1 @ a)
+        h3 = tf.tanh(h2 @ h1)
+        return tf.reduce_mean(h3), tf.norm(h3), {"h1": tf.norm(h1), "h2": tf.norm(h2)}
+
+    step(a)  # trace outside the timed loop
+    t0 = time.perf_counter()
+    with monitor:
+        while time.perf_counter() - t0 < seconds:
+            loss, gnorm, per_layer = step(a)
+            monitor.log(loss=loss, grad_norm=gnorm, layer_norms=per_layer)
+    return monitor.overhead()
+
+
+def test_widget_monitor_overhead_is_small(fake_display):
+    m = Monitor(sink="widget")
+    overhead = _train(m, seconds=2.5)
+    assert m.redraws >= 1 and m.sink.image.value[:8] == PNG_MAGIC  # it did draw
+    assert overhead < 0.10, f"monitor took {overhead:.1%} of the loop's wall time"
+
+
+def test_overhead_measure_catches_a_monitor_that_redraws_all_the_time(fake_display):
+    # The same loop with throttling switched off: the measure must see it.
+    m = Monitor(sink="widget", every=1e-6, draw_budget=0.99)
+    overhead = _train(m, seconds=1.0)
+    assert m.redraws >= 5
+    assert overhead > 0.3
+
+
+# -- known bugs (reported; see the module docstring) --------------------------------------------
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="monitor: the smoothed loss uses np.convolve(mode='same') with zero "
+                          "padding, so its last points droop to about half the real loss")
+def test_smoothed_loss_does_not_droop_at_the_end():
+    h = History()
+    for i in range(1, 401):
+        h.add(i, {"loss": 1.0})
+    (_, series), *_ = h.panels()
+    smoothed = dict((label, values) for label, _, values, _ in series)["smoothed"]
+    np.testing.assert_allclose(smoothed, 1.0, rtol=0.05)
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="sinks.make_sink accepts an object with send/close (message: "
+                          "start/send/close) but Monitor reads sink.wants_png (_start, flush)")
+def test_custom_sink_without_wants_png():
+    class Minimal:
+        def start(self, monitor):
+            pass
+
+        def send(self, monitor, png):
+            pass
+
+        def close(self, monitor, png):
+            pass
+
+    m = Monitor(sink=Minimal())
+    m.log(loss=1.0)
+    m.flush()
+    m.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="monitor: elapsed() keeps running after close(), so overhead() read "
+                          "in a later cell shrinks")
+def test_overhead_is_frozen_after_close():
+    m = Monitor(sink="null")
+    with m:
+        for _ in range(100):
+            m.log(loss=1.0)
+        m.flush()
+    before = m.overhead()
+    time.sleep(0.2)
+    assert m.overhead() == pytest.approx(before, rel=0.1)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="monitor: a non-scalar loss fails at redraw time with NumPy's reshape "
+                          "error, which does not name the argument")
+def test_non_scalar_loss_error_names_the_argument():
+    m = Monitor(sink="null")
+    with pytest.raises(ValueError, match=r"loss"):
+        m.log(loss=tf.ones(4))  # e.g. a per-sample loss (reduction=None)
+        m.flush()
+
+
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                   reason="monitor: every=nan passes validation (nan <= 0 is False); the monitor "
+                          "then never redraws")
+def test_every_nan_is_rejected():
+    with pytest.raises(ValueError, match=r"every"):
+        Monitor(every=float("nan"), sink="null")

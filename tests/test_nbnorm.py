@@ -1,0 +1,161 @@
+"""Tests for tools/nbnorm.py, the notebook normaliser, and a check that the kit's notebooks are normalised."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NBNORM = ROOT / "tools" / "nbnorm.py"
+NOTEBOOKS = ROOT / "notebooks"
+
+_spec = importlib.util.spec_from_file_location("nbnorm", NBNORM)
+nbnorm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nbnorm)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, str(NBNORM), *map(str, args)], capture_output=True, text=True)
+
+
+def messy_notebook():
+    """A notebook as JupyterLab or Colab might save it: outputs, counts, metadata noise, odd ids."""
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 4,
+        "metadata": {
+            "colab": {"provenance": [], "toc_visible": True},
+            "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+            "language_info": {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"},
+            "widgets": {"application/vnd.jupyter.widget-state+json": {"state": {}}},
+        },
+        "cells": [
+            {"cell_type": "markdown", "metadata": {"id": "colab-id"}, "source": "# Title\n\nSome text"},
+            {
+                "cell_type": "code",
+                "id": "keep-me",
+                "execution_count": 3,
+                "metadata": {"tags": ["slow"], "collapsed": False, "ExecuteTime": {"end": "x"},
+                             "jupyter": {"source_hidden": True, "foo": 1}, "cellView": "form"},
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": "hello\n"}],
+                "source": ["print('hello')"],
+            },
+            {
+                "cell_type": "code",
+                "execution_count": 4,
+                "metadata": {},
+                "outputs": [
+                    {"output_type": "execute_result", "execution_count": 4, "metadata": {},
+                     "data": {"text/plain": "2\n3"}},
+                ],
+                "source": "# NBVAL_CHECK_OUTPUT\n1 + 1",
+            },
+            {   # duplicate id: must be replaced
+                "cell_type": "code", "id": "keep-me", "execution_count": 5, "metadata": {},
+                "outputs": [{"output_type": "error", "ename": "E", "evalue": "", "traceback": []}],
+                "source": "raise E",
+            },
+            {"cell_type": "code", "id": "bad id!", "execution_count": None, "metadata": {},
+             "outputs": [], "source": "x = 'é'"},
+        ],
+    }
+
+
+def write(path, nb):
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_strips_outputs_counts_and_metadata():
+    nb = nbnorm.normalize(messy_notebook())
+    md, hello, checked, dup, bad = nb["cells"]
+    assert (nb["nbformat"], nb["nbformat_minor"]) == (4, 5)
+    assert nb["metadata"] == {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    assert hello["outputs"] == [] and hello["execution_count"] is None
+    assert dup["outputs"] == [] and dup["execution_count"] is None
+    assert hello["metadata"] == {"tags": ["slow"], "jupyter": {"source_hidden": True}, "cellView": "form"}
+    assert md["metadata"] == {} and "outputs" not in md and "execution_count" not in md
+    assert md["source"] == ["# Title\n", "\n", "Some text"]
+    assert bad["source"] == ["x = 'é'"]
+
+
+def test_keeps_outputs_and_count_of_checked_cells():
+    checked = nbnorm.normalize(messy_notebook())["cells"][2]
+    assert checked["execution_count"] == 4
+    assert checked["outputs"] == [
+        {"output_type": "execute_result", "execution_count": 4, "metadata": {}, "data": {"text/plain": ["2\n", "3"]}}
+    ]
+
+
+def test_ids_are_valid_unique_and_stable():
+    nb = nbnorm.normalize(messy_notebook())
+    ids = [cell["id"] for cell in nb["cells"]]
+    assert len(set(ids)) == len(ids)
+    assert all(nbnorm.CELL_ID_RE.match(i) for i in ids)
+    assert ids[1] == "keep-me"          # a valid, unique id is kept
+    assert ids[3] != "keep-me"          # the duplicate gets a new one
+    assert ids == [c["id"] for c in nbnorm.normalize(messy_notebook())["cells"]]  # deterministic
+    assert ids == [c["id"] for c in nbnorm.normalize(nb)["cells"]]                # and kept next time
+
+
+def test_does_not_modify_its_input():
+    nb = messy_notebook()
+    nbnorm.normalize(nb)
+    assert nb == messy_notebook()
+
+
+def test_output_format_matches_jupyter_and_is_idempotent(tmp_path):
+    path = write(tmp_path / "a.ipynb", messy_notebook())
+    assert run_cli(path).returncode == 0
+    once = path.read_text(encoding="utf-8")
+    assert once.endswith("}\n") and "\n \"cells\": [" in once  # indent=1, trailing newline
+    assert "'é'" in once                                           # ensure_ascii=False
+    assert run_cli(path).returncode == 0
+    assert path.read_text(encoding="utf-8") == once
+    assert nbnorm.normalize_text(once) == once
+
+
+def test_check_fails_on_unnormalised_and_passes_after_normalising(tmp_path):
+    sub = tmp_path / "nbs" / "deeper"
+    sub.mkdir(parents=True)
+    dirty = write(sub / "dirty.ipynb", messy_notebook())
+    before = dirty.read_text(encoding="utf-8")
+
+    result = run_cli("--check", tmp_path / "nbs")
+    assert result.returncode == 1
+    assert "dirty.ipynb" in result.stderr and "run: make normalize" in result.stderr
+    assert dirty.read_text(encoding="utf-8") == before  # --check changes nothing
+
+    assert run_cli(tmp_path / "nbs").returncode == 0
+    result = run_cli("--check", tmp_path / "nbs")
+    assert result.returncode == 0, result.stderr
+
+
+def test_skips_checkpoints_and_reports_broken_files(tmp_path):
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    write(tmp_path / ".ipynb_checkpoints" / "x-checkpoint.ipynb", messy_notebook())
+    assert run_cli("--check", tmp_path).returncode == 0
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    result = run_cli("--check", tmp_path)
+    assert result.returncode == 2 and "broken.ipynb" in result.stderr
+    assert run_cli("--check", tmp_path / "missing").returncode == 2
+
+
+def test_kit_notebooks_are_normalised():
+    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert notebooks, f"no notebooks found in {NOTEBOOKS}: the kit is its notebooks"
+    result = run_cli("--check", NOTEBOOKS)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_jupyter_writes_a_normalised_notebook_unchanged():
+    """What JupyterLab saves (through nbformat) round-trips: normalising and saving do not fight."""
+    nbformat = pytest.importorskip("nbformat")
+    once = nbnorm.normalize_text(json.dumps(messy_notebook()))
+    saved = nbformat.writes(nbformat.reads(once, as_version=4)) + "\n"
+    assert saved == once

@@ -1,0 +1,242 @@
+"""Tests for ctlkit/runtime.py: the quick-mode budget, seeding, device/strategy set-up, policy."""
+import dataclasses
+import random
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+
+from ctlkit import runtime
+from ctlkit.runtime import Budget, budget, recommend_policy, setup
+
+
+# -- Budget ------------------------------------------------------------------------------------
+def test_budget_quick_caps_every_count():
+    b = Budget(quick=True)
+    assert (b.epochs(30), b.steps(500), b.examples(5000)) == (3, 300, 2000)
+
+
+def test_budget_quick_passes_small_requests_through():
+    b = Budget(quick=True)
+    assert (b.epochs(2), b.steps(10), b.examples(100)) == (2, 10, 100)
+
+
+def test_budget_full_mode_passes_everything_through():
+    b = Budget(quick=False)
+    assert (b.epochs(30), b.steps(500), b.examples(5000)) == (30, 500, 5000)
+
+
+def test_budget_custom_caps():
+    b = Budget(quick=True, max_epochs=5, max_steps=7, max_examples=11)
+    assert (b.epochs(10), b.steps(10), b.examples(100)) == (5, 7, 11)
+
+
+def test_budget_accepts_numpy_ints_and_returns_python_ints():
+    n = Budget(quick=True).steps(np.int64(1000))
+    assert n == 300 and type(n) is int
+
+
+def test_budget_pick():
+    assert Budget(quick=True).pick("full", "quick") == "quick"
+    assert Budget(quick=False).pick("full", "quick") == "full"
+
+
+def test_budget_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Budget().quick = True
+
+
+@pytest.mark.parametrize("method", ["epochs", "steps", "examples"])
+@pytest.mark.parametrize("bad", [0, -1, -100])
+def test_budget_rejects_non_positive_counts(method, bad):
+    for quick in (True, False):
+        with pytest.raises(ValueError, match=r"n must be >= 1"):
+            getattr(Budget(quick=quick), method)(bad)
+
+
+@pytest.mark.parametrize("method", ["epochs", "steps", "examples"])
+@pytest.mark.parametrize("bad", ["10", 2.5, None, True, [3]])
+def test_budget_rejects_non_int_counts(method, bad):
+    with pytest.raises(TypeError, match=r"n must be a positive int"):
+        getattr(Budget(quick=True), method)(bad)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "on", " 1 "])
+def test_budget_reads_quick_from_env(monkeypatch, value):
+    monkeypatch.setenv("CTLKIT_QUICK", value)
+    b = budget()
+    assert b.quick is True
+    assert b.epochs(30) == 3
+
+
+@pytest.mark.parametrize("value", ["0", "", "false", "no", "off", "2"])
+def test_budget_env_not_quick(monkeypatch, value):
+    monkeypatch.setenv("CTLKIT_QUICK", value)
+    assert budget().quick is False
+    assert budget().epochs(30) == 30
+
+
+def test_budget_env_unset_is_full_mode(monkeypatch):
+    monkeypatch.delenv("CTLKIT_QUICK", raising=False)
+    assert budget().quick is False
+
+
+def test_budget_rereads_env_on_each_call(monkeypatch):
+    monkeypatch.setenv("CTLKIT_QUICK", "1")
+    assert budget().steps(1000) == 300
+    monkeypatch.setenv("CTLKIT_QUICK", "0")
+    assert budget().steps(1000) == 1000
+
+
+# -- setup(): seeding ---------------------------------------------------------------------------
+def _draws():
+    return (tf.random.uniform((5,)).numpy(), np.random.rand(5), random.random(),
+            keras.random.uniform((3,)).numpy())
+
+
+def test_setup_seeds_reproducibly():
+    setup(seed=123, verbose=False)
+    a = _draws()
+    setup(seed=123, verbose=False)
+    b = _draws()
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_setup_different_seed_differs():
+    setup(seed=1, verbose=False)
+    a = _draws()
+    setup(seed=2, verbose=False)
+    b = _draws()
+    for x, y in zip(a, b):
+        assert not np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, True])
+def test_setup_rejects_bad_seed(bad):
+    with pytest.raises(ValueError, match=r"seed must be a non-negative int"):
+        setup(seed=bad, verbose=False)
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_setup_rejects_non_bool_deterministic(bad):
+    with pytest.raises(TypeError, match=r"deterministic must be True or False"):
+        setup(seed=0, deterministic=bad, verbose=False)
+
+
+def test_setup_deterministic_turns_on_op_determinism(monkeypatch):
+    # The real call is process-wide and cannot be undone, so record it instead.
+    calls = []
+    monkeypatch.setattr(tf.config.experimental, "enable_op_determinism",
+                        lambda: calls.append(True))
+    rt = setup(seed=0, deterministic=True, verbose=False)
+    assert calls == [True] and rt.deterministic is True
+    rt = setup(seed=0, deterministic=False, verbose=False)
+    assert calls == [True] and rt.deterministic is False
+
+
+# -- setup(): device, strategy, summary --------------------------------------------------------
+def test_setup_finds_this_machines_devices_and_a_usable_strategy():
+    rt = setup(seed=0, verbose=False)
+    assert rt.kind in {"CPU", "GPU", "TPU"}
+    expected_kind = "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+    assert rt.kind == expected_kind
+    assert rt.devices and all(isinstance(d, str) for d in rt.devices)
+    assert rt.replicas >= 1
+    with rt.strategy.scope():
+        v = tf.Variable(1.0)
+        layer = keras.layers.Dense(2)
+        layer.build((None, 3))
+    assert rt.strategy.extended.variable_created_in_scope(v)
+    assert float(v.numpy()) == 1.0
+
+
+def test_setup_on_cpu_recommends_float32_and_keeps_global_policy():
+    before = keras.mixed_precision.global_policy().name
+    rt = setup(seed=0, verbose=False)
+    if rt.kind == "CPU":
+        assert rt.policy == "float32"
+        assert rt.replicas == 1
+    assert keras.mixed_precision.global_policy().name == before
+
+
+def test_setup_records_quick_mode(monkeypatch):
+    monkeypatch.setenv("CTLKIT_QUICK", "1")
+    assert setup(seed=0, verbose=False).quick is True
+    monkeypatch.setenv("CTLKIT_QUICK", "0")
+    assert setup(seed=0, verbose=False).quick is False
+
+
+def test_summary_mentions_versions_device_and_settings(monkeypatch):
+    monkeypatch.setenv("CTLKIT_QUICK", "1")
+    rt = setup(seed=7, verbose=False)
+    s = rt.summary()
+    assert f"TensorFlow {tf.__version__}" in s
+    assert f"Keras {keras.__version__}" in s
+    assert f"Python {sys.version.split()[0]}" in s
+    assert f"device: {rt.kind}" in s
+    assert "seed: 7" in s and "quick mode: True" in s
+    assert f"recommended precision policy: {rt.policy}" in s
+    assert repr(rt) == s
+
+
+def test_setup_verbose_prints_summary(capsys):
+    rt = setup(seed=0, verbose=True)
+    out = capsys.readouterr().out
+    assert rt.summary() in out
+    setup(seed=0, verbose=False)
+    assert capsys.readouterr().out == ""
+
+
+def test_versions():
+    v = runtime.versions()
+    assert v["tensorflow"] == tf.__version__ and v["keras"] == keras.__version__
+    assert v["numpy"] == np.__version__ and v["python"] == sys.version.split()[0]
+
+
+def test_find_tpu_is_none_without_tpu_hints(monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.setattr(runtime.os.path, "exists", lambda p: False)
+    assert runtime._find_tpu() is None
+
+
+# -- recommend_policy ---------------------------------------------------------------------------
+def test_recommend_policy_cpu():
+    assert recommend_policy("CPU") == "float32"
+    assert recommend_policy("CPU", [(9, 0)]) == "float32"
+
+
+def test_recommend_policy_gpu_with_tensor_cores():
+    assert recommend_policy("GPU", [(7, 0)]) == "mixed_float16"
+    assert recommend_policy("GPU", [(8, 6), (9, 0)]) == "mixed_float16"
+
+
+def test_recommend_policy_old_or_unknown_gpu():
+    assert recommend_policy("GPU", [(6, 1)]) == "float32"
+    assert recommend_policy("GPU", [(8, 0), (6, 1)]) == "float32"  # one old card: float32
+    assert recommend_policy("GPU", [None]) == "float32"
+    assert recommend_policy("GPU", []) == "float32"
+
+
+def test_recommend_policy_tpu():
+    assert recommend_policy("TPU") == "mixed_bfloat16"
+
+
+@pytest.mark.parametrize("bad", ["cpu", "gpu", "XLA", "", None, 3])
+def test_recommend_policy_rejects_unknown_kind(bad):
+    with pytest.raises(ValueError, match=r"kind must be 'CPU', 'GPU' or 'TPU'"):
+        recommend_policy(bad)
+
+
+@pytest.mark.parametrize("bad", [(7, 0), "7.0", 7, [7.0], [(7.5, 0)], [()]])
+def test_recommend_policy_rejects_malformed_capabilities(bad):
+    with pytest.raises(TypeError, match=r"capabilities must be a list of \(major, minor\)"):
+        recommend_policy("GPU", bad)
+
+
+def test_gpu_compute_capability_never_raises_for_bad_device():
+    assert runtime.gpu_compute_capability("not a device") is None
