@@ -96,8 +96,14 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
             size = "NaN where the other has a number"
         else:
             size = f"max |difference| {float(diff[idx]):.3g}"
-        problems.append(f"{where} differs: {size}{at} (yours {g[idx]!r}, expected {w[idx]!r}).")
+        problems.append(f"{where} differs: {size}{at} (yours {_fmt(g[idx])}, "
+                        f"expected {_fmt(w[idx])}).")
     return problems
+
+
+def _fmt(x) -> str:
+    x = x.item() if hasattr(x, "item") else x
+    return f"{x:.6g}" if isinstance(x, float) else repr(x)
 
 
 def _call(fn, args, label):
@@ -117,9 +123,9 @@ def _gradients(fn, args):
         for i in floats:
             tape.watch(tensors[i])
         out = fn(*tensors)
-        flat = [tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(out)
-                if o is not None]
-        total = tf.add_n(flat) if flat else tf.constant(0.0)
+        flat = [tf.cast(tf.reduce_sum(o), tf.float64) for o in tf.nest.flatten(out)
+                if o is not None and tf.as_dtype(getattr(o, "dtype", tf.float32)).is_floating]
+        total = tf.add_n(flat) if flat else tf.constant(0.0, tf.float64)
     return dict(zip(floats, tape.gradient(total, [tensors[i] for i in floats])))
 
 
@@ -135,12 +141,13 @@ def _normalise_cases(cases):
 
 
 def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
-                   differentiable=False, verbose=True) -> Report:
+                   differentiable=False, verbose=False) -> Report:
     """Call ``fn`` and ``reference`` on each case (a tuple of arguments) and compare.
 
     differentiable: also compare the gradients of sum(output) with respect to every
                     floating-point argument (catches ``.numpy()`` round trips, integer casts).
-    verbose:        print the report (it is also returned).
+    verbose:        also print the report. It is returned either way, and a report that ends
+                    a notebook cell displays itself.
     """
     for arg, f in (("fn", fn), ("reference", reference)):
         if not callable(f):
@@ -160,8 +167,9 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
             if "not written yet" in err:
                 break
             continue
-        problems += compare(got, want, where=f"{label}: the result", rtol=rtol, atol=atol)
-        if differentiable and not problems:
+        case_problems = compare(got, want, where=f"{label}: the result", rtol=rtol, atol=atol)
+        problems += case_problems
+        if differentiable and not case_problems:
             g_want = _gradients(reference, args)
             try:
                 g_got = _gradients(fn, args)
@@ -175,6 +183,9 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
                     problems.append(f"{label}: not differentiable with respect to argument {i}: "
                                     f"its gradient is None (a .numpy() round trip, an int cast "
                                     f"or a Python float breaks the tape).")
+                elif gw is None and gg is not None:
+                    problems.append(f"{label}: has a gradient with respect to argument {i}, where "
+                                    f"the reference has none (a missing tf.stop_gradient?).")
                 elif gw is not None:
                     problems += compare(gg, gw, where=f"{label}: the gradient w.r.t. argument {i}",
                                         rtol=max(rtol, 1e-4), atol=max(atol, 1e-5))
@@ -184,7 +195,7 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
     return report
 
 
-def check_traces(fn, cases, *, max_traces=1, name=None, verbose=True) -> Report:
+def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report:
     """Call a ``tf.function`` on each case and fail if it traced more than ``max_traces`` times."""
     if not hasattr(fn, "experimental_get_tracing_count"):
         raise TypeError(f"fn must be a tf.function (decorate it with @tf.function), "

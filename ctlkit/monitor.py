@@ -33,17 +33,21 @@ class NonFiniteError(FloatingPointError):
         super().__init__(f"non-finite {key} ({value}) first seen at step {step}")
 
 
-def _to_float(v) -> float:
+def _to_float(v, key="value") -> float:
     if hasattr(v, "numpy"):
         v = v.numpy()  # about a microsecond for a scalar already on the host
     if isinstance(v, (float, int, np.floating, np.integer)):
         return float(v)
-    return float(np.asarray(v, dtype=np.float64).reshape(()))
+    a = np.asarray(v, dtype=np.float64)
+    if a.size != 1:
+        raise ValueError(f"{key} must be a scalar, got shape {list(a.shape)}; log a mean "
+                         f"(e.g. tf.reduce_mean of a per-sample loss)")
+    return float(a.reshape(()))
 
 
-def _to_floats(values) -> list:
+def _to_floats(values, key="value") -> list:
     """Floats for a list of scalars (tensors, NumPy, Python); None becomes NaN."""
-    return [math.nan if v is None else _to_float(v) for v in values]
+    return [math.nan if v is None else _to_float(v, key) for v in values]
 
 
 class History:
@@ -90,11 +94,14 @@ class History:
         ep = np.asarray(self.epoch_steps)
         out = []
 
-        def smooth(v):
+        def smooth(v):  # trailing mean over the last w steps (fewer at the start)
             w = max(1, len(v) // 40)
             if w == 1 or not np.isfinite(v).all():
                 return v[::stride]
-            return np.convolve(v, np.ones(w) / w, mode="same")[::stride]
+            c = np.concatenate([[0.0], np.cumsum(v)])
+            n = np.arange(1, len(v) + 1)
+            lo = np.maximum(0, n - w)
+            return ((c[n] - c[lo]) / (n - lo))[::stride]
 
         if "loss" in self.series:
             v = np.asarray(self.series["loss"])
@@ -140,34 +147,38 @@ class Monitor:
                                         or total_steps < 1):
             raise ValueError(f"total_steps must be a positive int or None, got {total_steps!r}; "
                              f"pass epochs * steps_per_epoch")
-        if not isinstance(every, (int, float)) or every <= 0:
+        if isinstance(every, bool) or not isinstance(every, (int, float)) or \
+                not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, got {every!r}")
-        if not 0 < draw_budget < 1:
+        if isinstance(draw_budget, bool) or not isinstance(draw_budget, (int, float)) or \
+                not 0 < draw_budget < 1:
             raise ValueError(f"draw_budget must be a fraction in (0, 1), got {draw_budget!r}")
         self.total_steps = None if total_steps is None else int(total_steps)
         self.title, self.every, self.draw_budget = title, float(every), draw_budget
         self.stop_on_nonfinite = bool(stop_on_nonfinite)
         self.sink = make_sink(sink)
         self.plotter = Plotter(title)
+        self._wants_png = bool(getattr(self.sink, "wants_png", False))
         self.history = History()
         self.step = 0
         self.nonfinite = None            # (key, step, value) of the first NaN/Inf
         self.interrupted = False
         self.stopped_reason = None
-        self._pending, self._started, self._closed = [], None, False
+        self._pending, self._started, self._ended, self._closed = [], None, None, False
         self._last_flush = 0.0
         self._spent = 0.0                # seconds spent inside the monitor during the loop
         self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up
         self.redraws = 0
         self._draw_s = None              # smoothed time of one steady-state redraw
+        self._drawn = 0.0                # total steady-state drawing time
 
     # -- the loop calls these ---------------------------------------------------------------
     def log(self, step: int | None = None, *, loss=None, grad_norm=None, layer_norms=None,
             **scalars):
         """Record one training step. Values may be tensors, NumPy or Python numbers."""
-        t0 = time.perf_counter()
         if self._started is None:
             self._start()
+        t0 = time.perf_counter()
         if layer_norms is not None and not isinstance(layer_norms, dict):
             raise TypeError("layer_norms must be a dict {layer name: norm}, as returned by "
                             "ctlkit.grads.layer_norms(grads, variables)")
@@ -191,7 +202,7 @@ class Monitor:
         """Record end-of-epoch scalars (validation loss/accuracy...), drawn as points."""
         t0 = time.perf_counter()
         self._convert()
-        self.history.add_epoch(self.step, {k: _to_float(v) for k, v in scalars.items()})
+        self.history.add_epoch(self.step, {k: _to_float(v, k) for k, v in scalars.items()})
         self._spent += time.perf_counter() - t0
         if self._due(t0):  # otherwise drawn with the next redraw
             self.flush()
@@ -203,12 +214,13 @@ class Monitor:
             self._start()
         self._convert()
         png, one_off = None, 0.0
-        if self.sink.wants_png and self.history.steps:
+        if self._wants_png and self.history.steps:
             d0, builds = time.perf_counter(), self.plotter.builds
             png = self.plotter.render(self.history)
             draw = time.perf_counter() - d0
             if self.plotter.builds == builds:
                 self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
+                self._drawn += draw
             else:  # a new panel: the layout was rebuilt, a one-off cost like start-up
                 one_off = draw
         self.sink.send(self, png)
@@ -219,12 +231,12 @@ class Monitor:
         self._raise_if_nonfinite()
 
     def _due(self, now) -> bool:
-        """Redraw when ``every`` seconds have passed and the time spent so far plus one more
+        """Redraw when ``every`` seconds have passed and the drawing time so far plus one more
         redraw stays within ``draw_budget`` of the loop's wall time, whatever the step rate."""
         if now - self._last_flush < self.every:
             return False
         wall = now - self._started
-        return self._spent + (self._draw_s or 0.0) <= self.draw_budget * wall
+        return self._drawn + (self._draw_s or 0.0) <= self.draw_budget * wall
 
     def close(self):
         """Final redraw; the widget becomes a static PNG. Called by ``with`` automatically."""
@@ -233,8 +245,9 @@ class Monitor:
         if self._started is None:
             self._start()
         self._convert()
-        self._closed = True
-        png = self.plotter.render(self.history) if self.history.steps else None
+        self._closed, self._ended = True, time.perf_counter()
+        final = getattr(self.sink, "wants_final_png", self._wants_png)
+        png = self.plotter.render(self.history) if self.history.steps and final else None
         self.sink.close(self, png)
 
     def __enter__(self):
@@ -258,7 +271,10 @@ class Monitor:
         return None if not self.total_steps else min(1.0, self.step / self.total_steps)
 
     def elapsed(self) -> float:
-        return 0.0 if self._started is None else time.perf_counter() - self._started
+        """Seconds from the first step to now, or to close()."""
+        if self._started is None:
+            return 0.0
+        return (self._ended or time.perf_counter()) - self._started
 
     def overhead(self) -> float:
         """Fraction of the loop's wall time spent inside log/flush/redraw (the one-off
@@ -290,8 +306,9 @@ class Monitor:
     # -- internals --------------------------------------------------------------------------
     def _start(self):
         t0 = time.perf_counter()
-        self.sink.start(self)
-        if self.sink.wants_png:
+        if hasattr(self.sink, "start"):
+            self.sink.start(self)
+        if self._wants_png:
             Plotter.warm_up()
         self._started = time.perf_counter()
         self.startup_seconds = self._started - t0
@@ -302,7 +319,8 @@ class Monitor:
         if not self._pending:
             return
         keys = list(dict.fromkeys(k for _, values in self._pending for k in values))
-        columns = {k: _to_floats([values.get(k) for _, values in self._pending]) for k in keys}
+        columns = {k: _to_floats([values.get(k) for _, values in self._pending], k)
+                   for k in keys}
         for i, (step, _) in enumerate(self._pending):
             row = {k: columns[k][i] for k in keys if not math.isnan(columns[k][i])
                    or self._pending[i][1].get(k) is not None}

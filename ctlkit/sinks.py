@@ -129,7 +129,8 @@ def _display_final(png: bytes) -> None:
 class NullSink:
     """Shows nothing. ``Monitor(sink="null")``."""
 
-    wants_png = False
+    wants_png = False        # PNGs while training
+    wants_final_png = False  # one PNG at close()
 
     def start(self, monitor):
         pass
@@ -143,6 +144,10 @@ class NullSink:
 
 class TextSink(NullSink):
     """A compact progress line; in place on a terminal, one line per ``every`` s in a log."""
+
+    @property
+    def wants_final_png(self):  # a final figure is shown only inside IPython
+        return _in_kernel()
 
     def __init__(self, every: float | None = None, stream=None):
         self.stream = stream or sys.stdout
@@ -166,7 +171,7 @@ class TextSink(NullSink):
 class WidgetSink(NullSink):
     """An image widget and a progress line that update while the cell runs."""
 
-    wants_png = True
+    wants_png = wants_final_png = True
 
     def __init__(self):
         import ipywidgets as widgets  # ipywidgets 7.7 and 8 both have these
@@ -210,10 +215,10 @@ def make_sink(kind: str = "auto"):
     if not isinstance(kind, str) or kind not in kinds:
         if hasattr(kind, "send") and hasattr(kind, "close"):
             return kind  # a sink object of the learner's own
-        raise ValueError(f"sink must be one of {kinds} or an object with start/send/close, "
+        raise ValueError(f"sink must be one of {kinds} or an object with send() and close(), "
                          f"got {kind!r}")
     if kind == "auto":
-        kind = os.environ.get("CTLKIT_MONITOR", "auto")
+        kind = os.environ.get("CTLKIT_MONITOR", "").strip() or "auto"
         if kind not in kinds:
             raise ValueError(f"CTLKIT_MONITOR must be one of {kinds}, got {kind!r}")
     if kind == "auto":

@@ -24,11 +24,16 @@ def test_equal_function_passes(capsys):
     def mine(x):
         return x * x
 
-    r = check_function(mine, ref_square, cases=[(X,), (Y,)])
+    r = check_function(mine, ref_square, cases=[(X,), (Y,)], verbose=True)
     assert r.ok and bool(r) and r.problems == [] and r.cases == 2
     assert str(r) == "PASS mine: matches the reference on all 2 case(s)."
     assert r.assert_ok() is r
     assert "PASS mine" in capsys.readouterr().out
+
+
+def test_default_does_not_print_so_a_cell_shows_the_report_once(capsys):
+    r = check_function(lambda x: x * x, ref_square, cases=[(X,)])
+    assert capsys.readouterr().out == "" and repr(r).startswith("PASS")
 
 
 def test_bare_arguments_become_one_argument_cases():
@@ -202,7 +207,7 @@ def test_check_traces_passes_with_input_signature(capsys):
     def scale(x):
         return x * 2.0
 
-    r = check_traces(scale, cases=[(1.0,), (2.0,), (3.0,)])
+    r = check_traces(scale, cases=[(1.0,), (2.0,), (3.0,)], verbose=True)
     assert r.ok and "PASS scale" in capsys.readouterr().out
 
 
@@ -292,7 +297,7 @@ def test_compare_numbers_arrays_and_none():
 def test_compare_points_at_the_worst_entry():
     p = compare(np.array([1.0, 2.5, 3.0, 10.0]), np.array([1.0, 2.0, 3.0, 4.0]))
     assert p == ["the result differs: max |difference| 6 at index (3,) "
-                 "(yours np.float64(10.0), expected np.float64(4.0))."]
+                 "(yours 10, expected 4)."]
 
 
 def test_compare_nan_location_is_reported():

@@ -1,9 +1,4 @@
-"""Tests for ctlkit/monitor.py and ctlkit/sinks.py: the live training monitor, headless.
-
-Tests marked ``xfail(strict=True)`` pin bugs reported to the monitor's owner: each fails today
-for the stated reason and turns into an error (XPASS) once the bug is fixed, so the marker is
-then removed.
-"""
+"""Tests for ctlkit/monitor.py and ctlkit/sinks.py: the live training monitor, headless."""
 import io
 import math
 import struct
@@ -407,10 +402,6 @@ def test_start_up_is_not_counted_as_overhead(monkeypatch):
     assert _slow_start_run(monkeypatch, use_with=True) < 0.2
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="monitor.log() takes t0 before calling _start(), so without `with` the "
-                          "one-off start-up (sink, matplotlib warm-up) is added to the overhead "
-                          "and delays the first redraws")
 def test_start_up_is_not_counted_as_overhead_without_with(monkeypatch):
     assert _slow_start_run(monkeypatch, use_with=False) < 0.2
 
@@ -688,10 +679,7 @@ def test_overhead_measure_catches_a_monitor_that_redraws_all_the_time(fake_displ
     assert overhead > 0.3
 
 
-# -- known bugs (reported; see the module docstring) --------------------------------------------
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="monitor: the smoothed loss uses np.convolve(mode='same') with zero "
-                          "padding, so its last points droop to about half the real loss")
+# -- regressions: bugs found by these tests, fixed --------------------------------------------
 def test_smoothed_loss_does_not_droop_at_the_end():
     h = History()
     for i in range(1, 401):
@@ -701,9 +689,6 @@ def test_smoothed_loss_does_not_droop_at_the_end():
     np.testing.assert_allclose(smoothed, 1.0, rtol=0.05)
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="sinks.make_sink accepts an object with send/close (message: "
-                          "start/send/close) but Monitor reads sink.wants_png (_start, flush)")
 def test_custom_sink_without_wants_png():
     class Minimal:
         def start(self, monitor):
@@ -721,9 +706,6 @@ def test_custom_sink_without_wants_png():
     m.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="monitor: elapsed() keeps running after close(), so overhead() read "
-                          "in a later cell shrinks")
 def test_overhead_is_frozen_after_close():
     m = Monitor(sink="null")
     with m:
@@ -735,9 +717,6 @@ def test_overhead_is_frozen_after_close():
     assert m.overhead() == pytest.approx(before, rel=0.1)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="monitor: a non-scalar loss fails at redraw time with NumPy's reshape "
-                          "error, which does not name the argument")
 def test_non_scalar_loss_error_names_the_argument():
     m = Monitor(sink="null")
     with pytest.raises(ValueError, match=r"loss"):
@@ -745,9 +724,6 @@ def test_non_scalar_loss_error_names_the_argument():
         m.flush()
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="monitor: every=nan passes validation (nan <= 0 is False); the monitor "
-                          "then never redraws")
 def test_every_nan_is_rejected():
     with pytest.raises(ValueError, match=r"every"):
         Monitor(every=float("nan"), sink="null")
