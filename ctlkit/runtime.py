@@ -174,19 +174,48 @@ def versions() -> dict:
             "python": sys.version.split()[0], "numpy": np.__version__}
 
 
-def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True) -> Runtime:
+def split_cpu(n: int) -> None:
+    """Split the CPU into ``n`` logical devices, so ``MirroredStrategy`` has replicas to mirror
+    over on any machine. Must run before TensorFlow starts its devices (first cell)."""
+    n = _positive_int("cpu_replicas", n)
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    current = tf.config.get_logical_device_configuration(cpu)
+    if current is not None and len(current) == n:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+    except RuntimeError as e:
+        have = len(tf.config.list_logical_devices("CPU"))
+        raise RuntimeError(
+            f"cpu_replicas={n} needs to be set before TensorFlow starts its devices, and this "
+            f"process already runs with {have} logical CPU(s). Restart the kernel and call "
+            f"ctlkit.setup(cpu_replicas={n}) before anything else touches TensorFlow.") from e
+
+
+def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
+          cpu_replicas: int | None = None) -> Runtime:
     """Seed everything, pick the strategy and recommend a precision policy.
 
     seed:          seeds Python, NumPy and TensorFlow.
     deterministic: also call ``tf.config.experimental.enable_op_determinism()`` (slower on
                    GPU, needed for bit-identical reruns there).
     verbose:       print the summary.
+    cpu_replicas:  on a machine without GPU/TPU, split the CPU into this many logical devices
+                   and return a ``MirroredStrategy`` over them (to learn tf.distribute anywhere).
     The global Keras precision policy is *not* changed: notebooks set it themselves.
     """
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+    if cpu_replicas is not None:
+        _positive_int("cpu_replicas", cpu_replicas)
     seed_everything(seed)
     import tensorflow as tf
+
+    if cpu_replicas is not None and not tf.config.list_physical_devices("GPU"):
+        split_cpu(cpu_replicas)
 
     if deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -206,8 +235,12 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True) -> R
         devices = logical
     else:
         kind, policy = "CPU", "float32"
-        strategy = tf.distribute.get_strategy()  # the default strategy: plain TF
         devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        if cpu_replicas is not None and cpu_replicas > 1:
+            devices = devices[:cpu_replicas]
+            strategy = tf.distribute.MirroredStrategy(devices)
+        else:
+            strategy = tf.distribute.get_strategy()  # the default strategy: plain TF
 
     rt = Runtime(kind=kind, strategy=strategy, policy=policy, devices=devices, seed=int(seed),
                  deterministic=deterministic, quick=budget().quick, versions=versions())

@@ -240,3 +240,37 @@ def test_recommend_policy_rejects_malformed_capabilities(bad):
 
 def test_gpu_compute_capability_never_raises_for_bad_device():
     assert runtime.gpu_compute_capability("not a device") is None
+
+
+# -- cpu_replicas: a MirroredStrategy over logical CPUs (runs in a fresh process) ----------------
+def _run_fresh(code: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_cpu_replicas_gives_a_mirrored_strategy_and_refuses_a_late_change():
+    out = _run_fresh(
+        "import ctlkit, tensorflow as tf\n"
+        "rt = ctlkit.setup(cpu_replicas=2, verbose=False)\n"
+        "print(type(rt.strategy).__name__, rt.replicas, len(rt.devices))\n"
+        "per = rt.strategy.run(lambda: tf.distribute.get_replica_context().replica_id_in_sync_group)\n"
+        "print(sorted(int(t) for t in rt.strategy.experimental_local_results(per)))\n"
+        "try:\n"
+        "    ctlkit.setup(cpu_replicas=3, verbose=False)\n"
+        "except RuntimeError as e:\n"
+        "    print('refused:', 'cpu_replicas=3' in str(e) and 'Restart the kernel' in str(e))\n")
+    lines = out.strip().splitlines()
+    assert lines[0] == "MirroredStrategy 2 2"
+    assert lines[1] == "[0, 1]"
+    assert lines[2] == "refused: True"
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, "2", True])
+def test_cpu_replicas_rejects_bad_values(bad):
+    with pytest.raises((TypeError, ValueError), match="cpu_replicas"):
+        setup(cpu_replicas=bad, verbose=False)
