@@ -727,3 +727,58 @@ def test_non_scalar_loss_error_names_the_argument():
 def test_every_nan_is_rejected():
     with pytest.raises(ValueError, match=r"every"):
         Monitor(every=float("nan"), sink="null")
+
+
+# -- a real interrupt (SIGINT, what "interrupt kernel" sends) stops a tf.function loop cleanly ---
+_INTERRUPTIBLE = r'''
+import sys, tensorflow as tf, ctlkit
+w = tf.Variable(tf.ones([64, 64]))
+opt = tf.keras.optimizers.SGD(1e-3)
+
+@tf.function
+def step():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(w @ w))
+    grads = tape.gradient(loss, [w])
+    opt.apply_gradients(zip(grads, [w]))
+    return loss, ctlkit.grads.global_norm(grads)
+
+with ctlkit.Monitor(total_steps=10**7, sink="null") as monitor:
+    for i in range(10**7):
+        loss, gnorm = step()
+        monitor.log(loss=loss, grad_norm=gnorm)
+        if i == 20:
+            print("READY", flush=True)
+print("AFTER", monitor.interrupted, monitor.step, len(monitor.history["loss"]),
+      int(opt.iterations) - monitor.step in (0, 1), flush=True)  # the signal may land between the two
+'''
+
+
+def test_sigint_stops_a_compiled_loop_cleanly_and_keeps_the_history():
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTIBLE], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        line = ""
+        deadline = time.time() + 120
+        while "READY" not in line and time.time() < deadline:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, proc.stderr.read()[-2000:]
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    after = [ln for ln in out.splitlines() if ln.startswith("AFTER")]
+    assert after, out + err[-2000:]
+    _, interrupted, step, n_loss, in_sync = after[0].split()
+    assert interrupted == "True" and in_sync == "True"
+    assert int(step) > 20 and int(n_loss) == int(step)
+    assert "stopped cleanly: interrupted at step" in out
