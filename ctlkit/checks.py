@@ -213,7 +213,7 @@ def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report
             break
     traces = fn.experimental_get_tracing_count() - before
     if not problems and traces > max_traces:
-        every = " It retraces on every call" if traces >= len(cases) > 1 else ""
+        every = " It retraces on every call." if traces >= len(cases) > 1 else ""
         problems.append(f"traced {traces} times for {len(cases)} calls (allowed: {max_traces})."
                         f"{every} Give it an input_signature with None for the varying axis, "
                         f"or pass tensors instead of Python numbers.")
