@@ -163,7 +163,7 @@ def recommend_policy(kind: str, capabilities=()) -> str:
         return "mixed_bfloat16"
     if kind == "GPU" and caps and all(c and c[0] >= 7 for c in caps):
         return "mixed_float16"
-    return "float32"  # CPU: mixed_float16 is ~160x slower there (DESIGN.md §6)
+    return "float32"  # CPU: no fast float16 maths, mixed_float16 runs slower (notebook 04)
 
 
 def versions() -> dict:
