@@ -78,6 +78,7 @@ def test_k_steps_per_call_trains_exactly_like_one_step_per_call(tiny_task):
 def test_tiny_run_has_the_keys_and_sane_numbers(tiny_run):
     r = tiny_run
     assert set(r) >= {"variants", "custom_vs_fit_speedup", "graph_vs_eager_speedup",
+                      "custom_vs_fit_speedup_fastest_epochs",
                       "monitor_overhead", "machine", "targets", "config", "skipped"}
     assert list(r["variants"]) == ["eager", "tf_function"]
     for v in r["variants"].values():
@@ -104,7 +105,8 @@ def test_tiny_run_has_the_keys_and_sane_numbers(tiny_run):
 def test_mixed_precision_is_skipped_on_cpu_with_the_reason():
     r = bench.run(variants=["fit_mixed"], repeats=1, examples=64, monitor=False, verbose=False)
     assert r["variants"] == {}
-    assert "160x" in r["skipped"]["fit_mixed"] and "DESIGN.md §6" in r["skipped"]["fit_mixed"]
+    assert r["skipped"]["fit_mixed"] == bench.MIXED_SKIP_CPU
+    assert "skipped on CPU" in bench.MIXED_SKIP_CPU and "GPU" in bench.MIXED_SKIP_CPU
 
 
 def test_mixed_precision_code_path_runs(tiny_task):
