@@ -265,7 +265,9 @@ def monitor_overhead(epochs: int = 30, repeats: int = 3) -> dict:
 
     rows = [(one_run("null")[0], *one_run(RenderSink())) for _ in range(repeats)]
     base, live = (statistics.median(r[i] for r in rows) for i in (0, 1))
-    return {"fraction": (live - base) / base, "null_seconds": base, "render_seconds": live,
+    fastest = min(r[1] for r in rows) / min(r[0] for r in rows) - 1   # noise only adds time
+    return {"fraction": (live - base) / base, "fraction_fastest": fastest,
+            "null_seconds": base, "render_seconds": live,
             "monitor_reported": statistics.median(r[2].overhead() for r in rows),
             "redraws": statistics.median(r[2].redraws for r in rows),
             "steps": epochs * len(splits.train), "repeats": repeats}
@@ -356,9 +358,12 @@ def run(quick=None, variants=None, *, repeats=None, examples=None, monitor=True,
         say("timing the live monitor (A/B)")
         out["monitor"] = monitor_overhead(20 if quick else 40, repeats)
         out["monitor_overhead"] = out["monitor"]["fraction"]
-    out["targets"] = {k: None if out[k] is None else bool(out[k] <= t if k == "monitor_overhead"
-                                                          else out[k] >= t)
-                      for k, t in TARGETS.items()}
+    out["targets"] = {k: None if out[k] is None else bool(out[k] >= t)
+                      for k, t in TARGETS.items() if k != "monitor_overhead"}
+    # the A/B is noisy on a busy machine; the monitor's own count must be within the target too
+    out["targets"]["monitor_overhead"] = None if not monitor else bool(
+        max(out["monitor_overhead"], out["monitor"]["monitor_reported"])
+        <= TARGETS["monitor_overhead"])
     info["load_average_end"] = os.getloadavg()
     return out
 
@@ -384,8 +389,9 @@ def table(result: dict) -> str:
              f"(target >= {TARGETS['graph_vs_eager_speedup']}x)"]
     if mon:
         rows.append(f"live monitor adds {mon['fraction']:+.1%} to the loop (A/B, {mon['steps']} "
-                    f"steps, median of {mon['repeats']}; its own count "
-                    f"{mon['monitor_reported']:.1%}; target <= {TARGETS['monitor_overhead']:.0%})")
+                    f"steps, median of {mon['repeats']}; fastest runs "
+                    f"{mon['fraction_fastest']:+.1%}; its own count {mon['monitor_reported']:.1%}; "
+                    f"target: both <= {TARGETS['monitor_overhead']:.0%})")
     rows += ["targets met: " + ", ".join(f"{k} {'-' if ok is None else 'yes' if ok else 'NO'}"
                                          for k, ok in result["targets"].items()),
              f"{c['examples']} examples, batch {c['batch_size']}, 1 warm-up + {c['repeats']} timed "
