@@ -9,9 +9,11 @@
             monitor.log_epoch(val_accuracy=evaluate())
     monitor.history["loss"]                      # NumPy arrays, kept after an interrupt
 
-``log()`` only appends the tensors to a buffer; they are converted to numbers when the
-picture is redrawn (at most every ``every`` seconds, and less often if drawing is slow), so
-logging never forces a device sync per step. A NaN or Inf in the loss or a gradient norm is
+``log()`` only appends the tensors to a buffer (about a microsecond); they are converted to
+numbers in one batch when the picture is redrawn, so logging never forces a device sync per
+step. Redraws come at most every ``every`` seconds, and less often when needed to keep the
+monitor's whole cost (logging, conversion, drawing) within ``draw_budget`` (4 %) of the
+loop's wall time; ``monitor.overhead()`` reports what it actually cost. A NaN or Inf in the loss or a gradient norm is
 reported with the step it first appeared at; ``stop_on_nonfinite=True`` also ends the run
 at that step (it checks every step, which costs one device sync per step).
 """
@@ -47,7 +49,14 @@ def _to_float(v, key="value") -> float:
 
 def _to_floats(values, key="value") -> list:
     """Floats for a list of scalars (tensors, NumPy, Python); None becomes NaN."""
-    return [math.nan if v is None else _to_float(v, key) for v in values]
+    try:  # fast path: every value a scalar tensor, NumPy scalar or number
+        a = np.array([math.nan if v is None else v.numpy() if hasattr(v, "numpy") else v
+                      for v in values], dtype=np.float64)
+        if a.shape == (len(values),):
+            return a.tolist()
+    except (TypeError, ValueError):
+        pass
+    return [math.nan if v is None else _to_float(v, key) for v in values]  # names the culprit
 
 
 class History:
@@ -57,16 +66,30 @@ class History:
         self.steps, self.series, self.epoch_steps, self.epoch_series = [], {}, [], {}
 
     def add(self, step: int, values: dict):
-        for k, v in values.items():
-            self.series.setdefault(k, [math.nan] * len(self.steps)).append(v)
-        self.steps.append(step)
-        for k, vs in self.series.items():  # a key missing this step gets NaN
-            if len(vs) < len(self.steps):
-                vs.append(math.nan)
+        self.extend([step], {k: [v] for k, v in values.items()})
+
+    def extend(self, steps: list, columns: dict):
+        """Append several steps at once: ``columns`` maps a key to one float per step (NaN
+        where the key was not logged). A key seen for the first time is NaN-padded before."""
+        n0 = len(self.steps)
+        self.steps.extend(steps)
+        n = len(self.steps)
+        for k, vs in columns.items():
+            if len(vs) != len(steps):
+                raise ValueError(f"column {k!r} has {len(vs)} values for {len(steps)} steps")
+            series = self.series.get(k)
+            if series is None:  # (not setdefault: its default would be built on every call)
+                series = self.series[k] = [math.nan] * n0
+            series.extend(vs)
+        for vs in self.series.values():  # a key missing from these steps gets NaN
+            if len(vs) < n:
+                vs.extend([math.nan] * (n - len(vs)))
 
     def add_epoch(self, step: int, values: dict):
         for k, v in values.items():
-            self.epoch_series.setdefault(k, [math.nan] * len(self.epoch_steps)).append(v)
+            if k not in self.epoch_series:
+                self.epoch_series[k] = [math.nan] * len(self.epoch_steps)
+            self.epoch_series[k].append(v)
         self.epoch_steps.append(step)
         for vs in self.epoch_series.values():
             if len(vs) < len(self.epoch_steps):
@@ -169,7 +192,8 @@ class Monitor:
         self._spent = 0.0                # seconds spent inside the monitor during the loop
         self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up
         self.redraws = 0
-        self._draw_s = None              # smoothed time of one steady-state redraw
+        self._draw_s = None              # smoothed time of one redraw that blits
+        self._full_s = None              # ... and of one that draws new axis limits
         self._drawn = 0.0                # total steady-state drawing time
 
     # -- the loop calls these ---------------------------------------------------------------
@@ -183,20 +207,15 @@ class Monitor:
             raise TypeError("layer_norms must be a dict {layer name: norm}, as returned by "
                             "ctlkit.grads.layer_norms(grads, variables)")
         self.step = self.step + 1 if step is None else int(step)
-        values = dict(scalars)
-        if loss is not None:
-            values["loss"] = loss
-        if grad_norm is not None:
-            values["grad_norm"] = grad_norm
-        for k, v in (layer_norms or {}).items():
-            values[f"layer/{k}"] = v
-        self._pending.append((self.step, values))
+        # kept as given: keys are built and tensors read in one batch at the next redraw
+        self._pending.append((self.step, loss, grad_norm,
+                              None if layer_norms is None else dict(layer_norms), scalars))
         if self.stop_on_nonfinite:   # check every step: costs one device sync per step
             self._convert()
         self._spent += time.perf_counter() - t0
         self._raise_if_nonfinite()
-        if self._due(t0):
-            self.flush()
+        if self._due(t0):  # new axis limits only when the budget affords a full draw
+            self._redraw(relayout=self._affords(self._full_s))
 
     def log_epoch(self, **scalars):
         """Record end-of-epoch scalars (validation loss/accuracy...), drawn as points."""
@@ -205,24 +224,34 @@ class Monitor:
         self.history.add_epoch(self.step, {k: _to_float(v, k) for k, v in scalars.items()})
         self._spent += time.perf_counter() - t0
         if self._due(t0):  # otherwise drawn with the next redraw
-            self.flush()
+            self._redraw(relayout=self._affords(self._full_s))
 
     def flush(self):
         """Convert buffered values, check them and redraw now."""
+        self._redraw(relayout=True)
+
+    def _redraw(self, relayout: bool):
         t0 = time.perf_counter()
         if self._started is None:
             self._start()
         self._convert()
         png, one_off = None, 0.0
         if self._wants_png and self.history.steps:
-            d0, builds = time.perf_counter(), self.plotter.builds
-            png = self.plotter.render(self.history)
+            p = self.plotter
+            layouts, fulls = p.layout_changes, p.full_draws
+            d0 = time.perf_counter()
+            png = p.render(self.history, self.total_steps, relayout=relayout)
             draw = time.perf_counter() - d0
-            if self.plotter.builds == builds:
-                self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
+            if p.layout_changes != layouts:  # a new panel or line: one-off, like start-up
+                one_off = draw               # first guesses: high for a full draw, fair for a blit
+                self._full_s = self._full_s or draw
+                self._draw_s = self._draw_s or p.last_blit_seconds or draw
+            else:
                 self._drawn += draw
-            else:  # a new panel: the layout was rebuilt, a one-off cost like start-up
-                one_off = draw
+                if p.full_draws != fulls:    # new axis limits: a full draw
+                    self._full_s = draw if self._full_s is None else 0.5 * (self._full_s + draw)
+                else:
+                    self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
         self.sink.send(self, png)
         self.redraws += 1
         self._last_flush = time.perf_counter()
@@ -231,12 +260,16 @@ class Monitor:
         self._raise_if_nonfinite()
 
     def _due(self, now) -> bool:
-        """Redraw when ``every`` seconds have passed and the drawing time so far plus one more
-        redraw stays within ``draw_budget`` of the loop's wall time, whatever the step rate."""
+        """Redraw when ``every`` seconds have passed and everything the monitor has cost so far
+        (logging, conversion, drawing) plus one more redraw stays within ``draw_budget`` of the
+        loop's wall time, whatever the step rate."""
         if now - self._last_flush < self.every:
             return False
-        wall = now - self._started
-        return self._drawn + (self._draw_s or 0.0) <= self.draw_budget * wall
+        return self._affords(self._draw_s, now)
+
+    def _affords(self, cost, now=None) -> bool:
+        wall = (now or time.perf_counter()) - self._started
+        return self._spent + (cost or 0.0) <= self.draw_budget * wall
 
     def close(self):
         """Final redraw; the widget becomes a static PNG. Called by ``with`` automatically."""
@@ -247,7 +280,8 @@ class Monitor:
         self._convert()
         self._closed, self._ended = True, time.perf_counter()
         final = getattr(self.sink, "wants_final_png", self._wants_png)
-        png = self.plotter.render(self.history) if self.history.steps and final else None
+        png = (self.plotter.render(self.history, self.total_steps)
+               if self.history.steps and final else None)
         self.sink.close(self, png)
 
     def __enter__(self):
@@ -315,23 +349,40 @@ class Monitor:
         self._last_flush = self._started
 
     def _convert(self):
-        """Turn the buffered values into floats: one stacked conversion per key, not one per step."""
-        if not self._pending:
+        """Turn the buffered values into floats: one batched conversion per key, not one
+        Python dict per step."""
+        pending = self._pending
+        if not pending:
             return
-        keys = list(dict.fromkeys(k for _, values in self._pending for k in values))
-        columns = {k: _to_floats([values.get(k) for _, values in self._pending], k)
-                   for k in keys}
-        for i, (step, _) in enumerate(self._pending):
-            row = {k: columns[k][i] for k in keys if not math.isnan(columns[k][i])
-                   or self._pending[i][1].get(k) is not None}
-            self.history.add(step, row)
-            if self.nonfinite is None:
-                for k, v in row.items():
-                    if (k in self.WATCHED or k.startswith("layer/")) and not math.isfinite(v):
-                        self.nonfinite = (k, step, v)
-                        print(f"[ctlkit.monitor] non-finite {k} ({v}) first seen at step {step}.")
-                        break
-        self._pending.clear()
+        self._pending = []
+        raw = {}                                           # key -> one value (or None) per step
+        for j, name in ((4, None), (1, "loss"), (2, "grad_norm"), (3, "layer/")):
+            if name in ("loss", "grad_norm"):
+                if any(p[j] is not None for p in pending):
+                    raw[name] = [p[j] for p in pending]
+                continue
+            dicts = [p[j] for p in pending]
+            for k in dict.fromkeys(k for d in dicts if d for k in d):
+                raw[k if name is None else name + str(k)] = [d.get(k) if d else None
+                                                             for d in dicts]
+        columns = {k: _to_floats(vs, k) for k, vs in raw.items()}
+        steps = [p[0] for p in pending]
+        self.history.extend(steps, columns)
+        if self.nonfinite is None:                         # the earliest step, then key order
+            first = None
+            for k, vs in columns.items():
+                if k not in self.WATCHED and not k.startswith("layer/"):
+                    continue
+                bad = ~np.isfinite(np.asarray(vs))
+                bad &= np.fromiter((v is not None for v in raw[k]), bool, len(vs))
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    if first is None or i < first[0]:
+                        first = (i, k, vs[i])
+            if first is not None:
+                i, k, v = first
+                self.nonfinite = (k, steps[i], v)
+                print(f"[ctlkit.monitor] non-finite {k} ({v}) first seen at step {steps[i]}.")
 
     def _raise_if_nonfinite(self):
         if self.nonfinite and self.stop_on_nonfinite and not self._closed:

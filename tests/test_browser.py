@@ -314,6 +314,7 @@ def assert_live_updates(name: str, index: int, watched: dict) -> None:
     assert not errors, f"{name}: error output while running through cell {index}:\n" + "\n".join(errors)
     not_run = [r["index"] for r in results if r["code"] and r["executionCount"] is None]
     assert not not_run, f"{name}: cells {not_run} did not run to completion"
+    print(f"{name}: cell {index} showed {len(watched['images'])} distinct images while busy")
     assert len(watched["images"]) >= MIN_DISTINCT_IMAGES, (
         f"{name}: cell {index} showed only {len(watched['images'])} distinct image(s) while busy "
         f"({watched['busy_polls']} polls saw it busy); the live plot did not update during the cell"

@@ -377,8 +377,9 @@ def test_slow_drawing_stretches_the_redraw_interval():
         while time.perf_counter() - t0 < 1.0:
             m.log(loss=1.0, grad_norm=1.0)
             time.sleep(0.001)
-        assert 1 <= m.redraws <= 3  # unthrottled it would be ~15
-        assert m.overhead() < 0.25
+        assert 1 <= m.redraws < 30  # unthrottled it would be ~100
+        # the budget holds: all the monitor's time within draw_budget, give or take one redraw
+        assert m.overhead() <= m.draw_budget + 2 * m._draw_s / m.elapsed() + 0.01
     assert all(p[:8] == PNG_MAGIC for p in sink.pngs)
 
 
@@ -387,7 +388,7 @@ def _slow_start_run(monkeypatch, use_with):
     monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(0.3)))
     # Drawing itself made instant, so the measured overhead is the bookkeeping alone and the test
     # does not depend on how busy the machine's cores are.
-    monkeypatch.setattr(Plotter, "render", lambda self, history: b"\x89PNG fake")
+    monkeypatch.setattr(Plotter, "render", lambda self, history, x_max=None, relayout=True: b"\x89PNG fake")
     m = Monitor(sink=RecordingSink(wants_png=True), every=0.05)
     if use_with:
         m.__enter__()
@@ -526,6 +527,85 @@ def test_plotter_rebuilds_when_a_panel_appears():
     size_before = png_size(p.render(h))
     h.add_epoch(10, {"val_accuracy": 0.9})
     assert png_size(p.render(h)) != size_before and p.builds == 2
+
+
+def test_plotter_blits_while_the_data_stay_inside_the_axes():
+    h = history(20, epochs=False)
+    p = Plotter("run")
+    p.render(h, x_max=100)
+    h = History()            # other values at the same steps: stale lines would still show
+    for i in range(1, 40):
+        h.add(i, {"loss": 1.0 + 0.5 * math.sin(i), "grad_norm": 1.5, "layer/dense": 0.1,
+                  "layer/out": 1.0})
+    blit = p.render(h, x_max=100)
+    assert p.full_draws == 1 and p.builds == 1
+    p._bg = None                        # force a full draw of the same data and limits
+    full = p.render(h, x_max=100)
+    assert p.full_draws == 2
+    assert blit == full                 # the cached background holds no stale lines
+
+
+def test_a_blit_is_much_cheaper_than_a_full_draw():
+    h = history(200, epochs=True)
+    p = Plotter("run")
+    p.render(h, x_max=400)
+    blits, fulls = [], []
+    for _ in range(3):
+        p.render(h, x_max=400)
+        blits.append(p.last_seconds)
+        p._bg = None
+        p.render(h, x_max=400)
+        fulls.append(p.last_seconds)
+    assert min(blits) < 0.5 * min(fulls), (blits, fulls)  # ~0.1 on an idle machine
+
+
+def test_data_leaving_the_axes_forces_a_full_draw_with_room_for_them():
+    h = history(20, epochs=False)
+    p = Plotter()
+    p.render(h, x_max=30)
+    assert p.limits["loss"][1] == 30       # the x axis runs to the last step of the run
+    h.add(21, {"loss": 40.0, "grad_norm": 1e4, "layer/dense": 1.0, "layer/out": 1.0})
+    p.render(h, x_max=30)
+    assert p.full_draws == 2
+    x0, x1, y0, y1 = p.limits["loss"]
+    assert y1 > 40.0 and y0 <= min(h["loss"])
+    g = p.limits["gradient norms"]
+    assert g[3] >= 1e4 and math.log10(g[2]).is_integer() and math.log10(g[3]).is_integer()
+    for i in range(22, 60):                # past x_max (a longer run than announced)
+        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    p.render(h, x_max=30)
+    assert p.limits["loss"][1] >= 59
+
+
+def test_without_relayout_the_limits_stay_and_the_picture_still_updates():
+    h = history(20, epochs=False)
+    p = Plotter()
+    first = p.render(h, x_max=40)
+    limits = dict(p.limits)
+    h.add(21, {"loss": 40.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    clipped = p.render(h, x_max=40, relayout=False)    # the budget cannot afford a full draw
+    assert p.full_draws == 1 and p.limits == limits and clipped != first
+    p.render(h, x_max=40)                              # later it can
+    assert p.full_draws == 2 and p.limits["loss"][3] > 40.0
+
+
+def test_a_constant_series_gets_a_readable_axis():
+    h = History()
+    for i in range(1, 10):
+        h.add(i, {"loss": 1.0, "accuracy": 0.0})
+    p = Plotter()
+    p.render(h)
+    assert p.limits["metrics"][2:] == (0.0, 1.0)
+    assert p.limits["loss"][2] < 1.0 < p.limits["loss"][3]
+
+
+def test_monitor_fixes_the_x_axis_to_total_steps():
+    m = Monitor(total_steps=500, sink=RecordingSink(wants_png=True))
+    with m:
+        for _ in range(10):
+            m.log(loss=1.0, grad_norm=1.0)
+        m.flush()
+    assert m.plotter.limits["loss"][1] == 500
 
 
 def test_render_long_history_with_a_nan_loss():
@@ -730,6 +810,62 @@ def test_non_scalar_loss_error_names_the_argument():
 def test_every_nan_is_rejected():
     with pytest.raises(ValueError, match=r"every"):
         Monitor(every=float("nan"), sink="null")
+
+
+# -- logging cost does not grow with the run -----------------------------------------------------
+def test_history_add_cost_does_not_grow_with_its_length():
+    def seconds_for_500_adds(h):
+        t0 = time.perf_counter()
+        for i in range(500):
+            h.add(i, {"loss": 1.0, "grad_norm": 2.0})
+        return time.perf_counter() - t0
+
+    short, long_ = History(), History()
+    long_.extend(list(range(300_000)), {"loss": [1.0] * 300_000, "grad_norm": [1.0] * 300_000})
+    fresh = min(seconds_for_500_adds(short) for _ in range(3))
+    late = min(seconds_for_500_adds(long_) for _ in range(3))
+    # a per-add copy of the series (the old setdefault default) made this ~300x; allow noise
+    assert late < 10 * fresh + 0.01, (fresh, late)
+    assert len(long_["loss"]) == 301_500 and long_["grad_norm"][-1] == 2.0
+
+
+def test_buffered_steps_are_converted_in_one_batch_with_nan_for_missing_keys():
+    m = Monitor(sink="null")
+    m.log(loss=tf.constant(1.0), lr=0.1)
+    m.log(loss=np.float32(2.0), grad_norm=3, layer_norms={"d": tf.constant(4.0)})
+    m.log(loss=np.array(5.0), layer_norms={"e": 6.0})
+    m.close()
+    assert m.history["loss"].tolist() == [1.0, 2.0, 5.0]
+    assert np.isnan(m.history["grad_norm"][[0, 2]]).all() and m.history["grad_norm"][1] == 3.0
+    assert np.isnan(m.history["layer/d"][[0, 2]]).all() and m.history["layer/e"][2] == 6.0
+    assert np.isnan(m.history["lr"][1:]).all() and m.nonfinite is None  # missing is not an alarm
+
+
+def test_a_reused_layer_norms_dict_is_copied_at_log_time():
+    m = Monitor(sink="null")
+    norms = {"dense": 1.0}
+    m.log(loss=1.0, layer_norms=norms)
+    norms["dense"] = 2.0                         # a loop that refills one dict each step
+    m.log(loss=1.0, layer_norms=norms)
+    m.close()
+    assert m.history["layer/dense"].tolist() == [1.0, 2.0]
+
+
+def test_earliest_nonfinite_step_wins_across_keys():
+    m = Monitor(sink="null")
+    m.log(loss=1.0, grad_norm=1.0)
+    m.log(loss=1.0, grad_norm=1.0, layer_norms={"out": float("inf")})
+    m.log(loss=float("nan"), grad_norm=float("nan"))
+    m.close()
+    assert m.nonfinite == ("layer/out", 2, math.inf)
+
+
+def test_non_scalar_in_a_batch_names_its_key():
+    m = Monitor(sink="null")
+    m.log(loss=1.0, grad_norm=1.0)
+    m.log(loss=1.0, grad_norm=tf.ones(3))        # e.g. per-variable norms passed by mistake
+    with pytest.raises(ValueError, match=r"grad_norm must be a scalar, got shape \[3\]"):
+        m.flush()
 
 
 # -- a real interrupt (SIGINT, what "interrupt kernel" sends) stops a tf.function loop cleanly ---
