@@ -116,12 +116,21 @@ def test_mixed_precision_code_path_runs(tiny_task):
 
 
 def test_monitor_overhead_ab_reports_both_measures():
-    m = bench.monitor_overhead(epochs=2, repeats=1)
-    assert set(m) >= {"fraction", "fraction_fastest", "monitor_reported", "null_seconds",
-                      "render_seconds", "redraws", "steps"}
+    m = bench.monitor_overhead(epochs=2, pairs=2)
+    assert set(m) >= {"fraction", "fraction_fastest", "pair_fractions", "monitor_reported",
+                      "bare_seconds", "live_seconds", "redraws", "full_draws", "steps", "pairs"}
     assert math.isfinite(m["fraction"]) and math.isfinite(m["fraction_fastest"])
+    assert len(m["pair_fractions"]) == 2 and m["pair_fractions"] == sorted(m["pair_fractions"])
+    assert m["pair_fractions"][0] <= m["fraction"] <= m["pair_fractions"][-1]
     assert 0.0 <= m["monitor_reported"] < 1.0
-    assert m["null_seconds"] > 0 and m["render_seconds"] > 0 and m["steps"] > 0
+    assert m["bare_seconds"] > 0 and m["live_seconds"] > 0 and m["steps"] > 0
+
+
+def test_monitor_overhead_pairs_alternate_their_order():
+    # ABBA: the bare run first in even pairs, second in odd ones, so a drifting machine
+    # speed (or a first-run penalty) does not bias the difference either way
+    assert bench._abba(4) == [(False, True), (True, False), (False, True), (True, False)]
+    assert sum(order[0] for order in bench._abba(6)) == 3
 
 
 def test_cli_writes_json_with_fit_as_the_reference(tmp_path, capsys):
