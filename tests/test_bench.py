@@ -117,13 +117,42 @@ def test_mixed_precision_code_path_runs(tiny_task):
 
 def test_monitor_overhead_ab_reports_both_measures():
     m = bench.monitor_overhead(epochs=2, pairs=2)
-    assert set(m) >= {"fraction", "fraction_fastest", "pair_fractions", "monitor_reported",
+    assert set(m) >= {"fraction", "interval", "confidence", "fraction_fastest", "pair_fractions",
+                      "monitor_reported",
                       "bare_seconds", "live_seconds", "redraws", "full_draws", "steps", "pairs"}
     assert math.isfinite(m["fraction"]) and math.isfinite(m["fraction_fastest"])
     assert len(m["pair_fractions"]) == 2 and m["pair_fractions"] == sorted(m["pair_fractions"])
     assert m["pair_fractions"][0] <= m["fraction"] <= m["pair_fractions"][-1]
     assert 0.0 <= m["monitor_reported"] < 1.0
     assert m["bare_seconds"] > 0 and m["live_seconds"] > 0 and m["steps"] > 0
+
+
+def test_median_interval_uses_sign_test_order_statistics():
+    (lo, hi), level = bench.median_interval(list(range(10)))
+    assert (lo, hi) == (1, 8) and level == pytest.approx(1 - 2 * 11 / 1024)  # P(X <= 1) = 11/1024
+    (lo, hi), level = bench.median_interval([5, 0, 3, 1, 4, 2])
+    assert (lo, hi) == (0, 5) and level == pytest.approx(1 - 2 / 64)
+    (lo, hi), level = bench.median_interval(list(range(30)))
+    assert level >= 0.95 and 0 < lo < 14.5 < hi < 29
+    assert bench.median_interval([3.0]) == ((3.0, 3.0), 0.0)
+    with pytest.raises(ValueError, match="values must not be empty"):
+        bench.median_interval([])
+    with pytest.raises(ValueError, match=r"confidence must be in \(0, 1\)"):
+        bench.median_interval([1, 2], confidence=1.5)
+
+
+def test_monitor_target_needs_the_own_count_and_an_ab_not_significantly_above(monkeypatch):
+    def fake(own, interval):
+        return lambda epochs, pairs: {"monitor_reported": own, "fraction": sum(interval) / 2,
+                                      "interval": interval, "confidence": 0.98}
+    for own, interval, met in [(0.03, [-0.2, 0.3], True),     # noisy A/B, cheap monitor
+                               (0.07, [-0.2, 0.3], False),    # its own count is over
+                               (0.03, [0.08, 0.3], False)]:   # the A/B shows more, clearly
+        monkeypatch.setattr(bench, "monitor_overhead", fake(own, interval))
+        r = bench.run(quick=True, variants=["tf_function", "fit"], repeats=1, examples=64,
+                      verbose=False)
+        assert r["targets"]["monitor_overhead"] is met, (own, interval)
+        assert r["monitor_overhead"] == own
 
 
 def test_monitor_overhead_pairs_alternate_their_order():
