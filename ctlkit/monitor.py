@@ -12,7 +12,7 @@
 ``log()`` only appends the tensors to a buffer (about a microsecond); they are converted to
 numbers in one batch when the picture is redrawn, so logging never forces a device sync per
 step. Redraws come at most every ``every`` seconds, and less often when needed to keep the
-monitor's whole cost (logging, conversion, drawing) within ``draw_budget`` (4 %) of the
+monitor's whole cost (logging, conversion, drawing) within ``draw_budget`` (3 %) of the
 loop's wall time; ``monitor.overhead()`` reports what it actually cost. A NaN or Inf in the loss or a gradient norm is
 reported with the step it first appeared at; ``stop_on_nonfinite=True`` also ends the run
 at that step (it checks every step, which costs one device sync per step).
@@ -164,7 +164,7 @@ class Monitor:
 
     def __init__(self, total_steps: int | None = None, *, title: str = "training",
                  every: float = 0.5, sink="auto", stop_on_nonfinite: bool = False,
-                 draw_budget: float = 0.04):
+                 draw_budget: float = 0.03):
         if total_steps is not None and (isinstance(total_steps, bool) or
                                         not isinstance(total_steps, (int, np.integer))
                                         or total_steps < 1):

@@ -117,10 +117,12 @@ def test_mixed_precision_code_path_runs(tiny_task):
 
 def test_monitor_overhead_reports_direct_and_indirect_parts():
     m = bench.monitor_overhead(epochs=2, alternations=3)
-    assert set(m) >= {"fraction", "direct", "indirect", "indirect_iqr", "control", "control_iqr",
+    assert set(m) >= {"fraction", "direct", "indirect", "indirect_raw", "indirect_iqr", "control",
+                      "control_iqr",
                       "comparisons", "redraws", "full_draws", "steps", "loop_seconds"}
     assert m["comparisons"] == 2                  # 7 epochs: even epochs 2 and 4 vs neighbours
     assert m["fraction"] == pytest.approx(m["direct"] + max(m["indirect"], 0.0))
+    assert m["indirect"] == pytest.approx(m["indirect_raw"] - m["control"])
     assert 0.0 <= m["direct"] < 1.0 and math.isfinite(m["indirect"])
     assert m["indirect_iqr"][0] <= m["indirect_iqr"][1] and m["steps"] > 0
 
