@@ -13,9 +13,10 @@
 numbers in one batch when the picture is redrawn, so logging never forces a device sync per
 step. Redraws come at most every ``every`` seconds, and less often when needed to keep the
 monitor's whole cost (logging, conversion, drawing) within ``draw_budget`` (3 %) of the
-loop's wall time; ``monitor.overhead()`` reports what it actually cost. A NaN or Inf in the loss or a gradient norm is
-reported with the step it first appeared at; ``stop_on_nonfinite=True`` also ends the run
-at that step (it checks every step, which costs one device sync per step).
+loop's wall time; ``monitor.overhead()`` reports what it actually cost. A NaN or Inf in the
+loss or a gradient norm is reported with the step it first appeared at;
+``stop_on_nonfinite=True`` also ends the run at that step (it checks every step, which costs
+one device sync per step).
 """
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ def _to_floats(values, key="value") -> list:
     except (TypeError, ValueError):
         pass
     return [math.nan if v is None else _to_float(v, key) for v in values]  # names the culprit
+
+
+def _columns(dicts, prefix: str = "") -> dict:
+    """[{key: value} or None per step] -> {prefix + key: [value or None per step]}."""
+    keys = dict.fromkeys(k for d in dicts if d for k in d)
+    return {f"{prefix}{k}": [d.get(k) if d else None for d in dicts] for k in keys}
 
 
 class History:
@@ -355,19 +362,14 @@ class Monitor:
         if not pending:
             return
         self._pending = []
-        raw = {}                                           # key -> one value (or None) per step
-        for j, name in ((4, None), (1, "loss"), (2, "grad_norm"), (3, "layer/")):
-            if name in ("loss", "grad_norm"):
-                if any(p[j] is not None for p in pending):
-                    raw[name] = [p[j] for p in pending]
-                continue
-            dicts = [p[j] for p in pending]
-            for k in dict.fromkeys(k for d in dicts if d for k in d):
-                raw[k if name is None else name + str(k)] = [d.get(k) if d else None
-                                                             for d in dicts]
+        # key -> one value (or None) per step: named scalars, loss, grad_norm, layer/...
+        steps, losses, gnorms, layers, scalars = zip(*pending)
+        raw = _columns(scalars)
+        raw.update({k: list(vs) for k, vs in (("loss", losses), ("grad_norm", gnorms))
+                    if any(v is not None for v in vs)})
+        raw.update(_columns(layers, prefix="layer/"))
         columns = {k: _to_floats(vs, k) for k, vs in raw.items()}
-        steps = [p[0] for p in pending]
-        self.history.extend(steps, columns)
+        self.history.extend(list(steps), columns)
         if self.nonfinite is None:                         # the earliest step, then key order
             first = None
             for k, vs in columns.items():

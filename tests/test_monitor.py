@@ -388,7 +388,8 @@ def _slow_start_run(monkeypatch, use_with):
     monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(0.3)))
     # Drawing itself made instant, so the measured overhead is the bookkeeping alone and the test
     # does not depend on how busy the machine's cores are.
-    monkeypatch.setattr(Plotter, "render", lambda self, history, x_max=None, relayout=True: b"\x89PNG fake")
+    monkeypatch.setattr(Plotter, "render",
+                        lambda self, history, x_max=None, relayout=True: b"\x89PNG fake")
     m = Monitor(sink=RecordingSink(wants_png=True), every=0.05)
     if use_with:
         m.__enter__()
@@ -812,7 +813,7 @@ def test_every_nan_is_rejected():
         Monitor(every=float("nan"), sink="null")
 
 
-# -- logging cost does not grow with the run -----------------------------------------------------
+# -- logging cost does not grow with the run ---------------------------------------------
 def test_history_add_cost_does_not_grow_with_its_length():
     def seconds_for_500_adds(h):
         t0 = time.perf_counter()
