@@ -1,32 +1,64 @@
 # ctlkit: two commands to know.
 #   make lab    create .venv (once), install the kit, open JupyterLab on the notebooks
-#   make test   create .venv (once), install the kit, run every test in quick mode
-# Needs only python3 (3.10+) and make. Override with e.g. `make test PYTHON=python3.12 VENV=/tmp/venv`.
+#   make test   every test (quick mode) on every stack of the stack matrix, each in its own venv
+# Needs only python3 (3.10+) and make. One stack: `make test STACK=colab` (see README, "Stacks").
+# Override e.g. `make test STACK=current PYTHON=python3.12 VENV=/tmp/venv`.
 
 PYTHON ?= python3
-VENV ?= .venv
+STACKS := current colab oldest
+STACK ?= all
 
+# Per stack: its venv, its constraints file (stacks/<name>.txt; none for current) and its environment.
+# colab also runs with oneDNN off: what a CPU without oneDNN (e.g. Apple silicon) sees.
+VENV_current := .venv
+VENV_colab := .venv-colab
+VENV_oldest := .venv-oldest
+ENV_colab := TF_ENABLE_ONEDNN_OPTS=0
+ENV_oldest :=
+ENV_current :=
+
+ONE := $(if $(filter all,$(STACK)),current,$(STACK))
+ifeq ($(filter $(ONE),$(STACKS)),)
+$(error STACK must be one of: all $(STACKS); got '$(STACK)')
+endif
+VENV ?= $(VENV_$(ONE))
+CONSTRAINTS := $(wildcard stacks/$(ONE).txt)
+# A pinned stack is built with the Python its pins were taken on (the file's "# python: 3.13" line):
+# found on PATH, else in pyenv's versions folder. PYTHON=... on the command line overrides it.
+PYVER := $(if $(CONSTRAINTS),$(shell sed -n 's/^\# python: *//p' $(CONSTRAINTS)))
+ifneq ($(PYVER),)
+ifneq ($(origin PYTHON),command line)
+PYTHON := $(firstword $(foreach p,$(shell command -v python$(PYVER)) \
+    $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(PYVER).*/bin/python$(PYVER)) \
+    /usr/bin/python$(PYVER),$(shell "$(p)" -c 'print("$(p)")' 2>/dev/null)) \
+    missing-python$(PYVER))
+endif
+endif
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help lab test normalize clean distclean
+.PHONY: help lab test test-one normalize clean distclean
 
 help:
-	@echo "make lab        install into $(VENV) if needed, then open JupyterLab on notebooks/"
-	@echo "make test       install into $(VENV) if needed, then run all tests (quick mode)"
-	@echo "make normalize  strip outputs and metadata from notebooks/ in place"
-	@echo "make clean      remove caches, build leftovers and notebooks/runs (keeps $(VENV))"
-	@echo "make distclean  clean, and remove $(VENV) too"
+	@echo "make lab                open JupyterLab on notebooks/ (installs into $(VENV_current) if needed)"
+	@echo "make test               all tests (quick mode) on every stack: $(STACKS)"
+	@echo "make test STACK=colab   all tests on one stack, in its own venv (.venv-<stack>)"
+	@echo "make normalize          strip outputs and metadata from notebooks/ in place"
+	@echo "make clean              remove caches, build leftovers and notebooks/runs (keeps the venvs)"
+	@echo "make distclean          clean, and remove the venvs too"
 
 # The venv's python. A half-made venv (e.g. python3-venv missing) is removed so the next run retries.
 $(VPY):
+	@command -v $(PYTHON) >/dev/null || { echo "stack $(ONE) needs Python $(PYVER), as its pins in \
+	$(CONSTRAINTS) were taken there: install it (e.g. pyenv install $(PYVER)) or pass PYTHON=/path/to/python$(PYVER)"; exit 1; }
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
-# Reinstall only when pyproject.toml changed since the last successful install.
-$(STAMP): pyproject.toml | $(VPY)
-	$(VPY) -m pip install --upgrade pip
-	$(VPY) -m pip install -e ".[dev]"
+# Reinstall only when pyproject.toml or the stack's pins changed since the last successful install.
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(VPY)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -e ".[dev,lab]" $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+	$(VPY) -m pip check
 	touch $(STAMP)
 
 # Token auth stays on: open the URL with ?token=... that JupyterLab prints.
@@ -34,10 +66,23 @@ $(STAMP): pyproject.toml | $(VPY)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/ --ip=127.0.0.1 $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# STACK=all runs each stack in turn and stops at the first that fails; the time per stack is printed.
+ifeq ($(STACK),all)
+test:
+	@for s in $(STACKS); do \
+	    start=$$(date +%s); \
+	    $(MAKE) --no-print-directory test STACK=$$s || exit 1; \
+	    echo "== stack $$s passed in $$(( $$(date +%s) - start )) s"; \
+	done
+else
+test: test-one
+endif
+
 # One shell, every step chained with &&: the first failing step fails `make test`.
 # CTLKIT_QUICK=1 caps epochs, steps and data sizes inside ctlkit (DESIGN.md section 4).
-test: $(STAMP)
-	export CTLKIT_QUICK=1 MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 \
+test-one: $(STAMP)
+	@echo "== stack $(ONE): $(VENV)$(if $(CONSTRAINTS), pinned by $(CONSTRAINTS))$(if $(ENV_$(ONE)), with $(ENV_$(ONE)))"
+	export CTLKIT_QUICK=1 MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 CTLKIT_STACK=$(ONE) $(ENV_$(ONE)) \
 	       PATH="$(abspath $(VENV))/bin:$$PATH" && \
 	$(VPY) tools/nbnorm.py --check notebooks && \
 	$(VPY) -m pytest tests/ -q && \
@@ -48,9 +93,9 @@ normalize:
 	$(PYTHON) tools/nbnorm.py notebooks
 
 clean:
-	find . -path './$(VENV)' -prune -o -type d \( -name __pycache__ -o -name .pytest_cache -o -name .ipynb_checkpoints \) \
+	find . -path './.venv*' -prune -o -type d \( -name __pycache__ -o -name .pytest_cache -o -name .ipynb_checkpoints \) \
 	    -prune -exec rm -rf {} +
 	rm -rf build dist *.egg-info notebooks/runs
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(foreach s,$(STACKS),$(VENV_$(s)))

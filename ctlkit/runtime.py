@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from . import memory
+
 QUICK_ENV = "CTLKIT_QUICK"
 
 
@@ -88,6 +90,7 @@ class Runtime:
     deterministic: bool
     quick: bool
     versions: dict
+    memory_stats: bool = False     # allocator statistics available on the device (ctlkit.memory)
 
     @property
     def replicas(self) -> int:
@@ -100,7 +103,8 @@ class Runtime:
             f"device: {self.kind} ({', '.join(self.devices)}) · strategy: "
             f"{type(self.strategy).__name__} · replicas: {self.replicas}",
             f"recommended precision policy: {self.policy} · seed: {self.seed} · "
-            f"deterministic ops: {self.deterministic} · quick mode: {self.quick}",
+            f"deterministic ops: {self.deterministic} · quick mode: {self.quick} · "
+            f"memory stats: {'on' if self.memory_stats else 'off'}",
         ]
         return "\n".join(lines)
 
@@ -117,6 +121,13 @@ def seed_everything(seed: int) -> None:
     random.seed(int(seed))
     np.random.seed(int(seed))
     keras.utils.set_random_seed(int(seed))  # also seeds tf.random
+    # Keras < 3.11 keeps its global SeedGenerator (keras.random without a seed, Dropout) across
+    # set_random_seed; newer Keras drops it there. Drop it on every version, so reruns repeat.
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # a Keras that moved it also resets the generator itself
+        return
+    global_state.set_global_attribute("global_seed_generator", None)  # its name in 3.10-3.15
 
 
 def _find_tpu():
@@ -196,7 +207,7 @@ def split_cpu(n: int) -> None:
 
 
 def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
-          cpu_replicas: int | None = None) -> Runtime:
+          cpu_replicas: int | None = None, memory_stats: bool = True) -> Runtime:
     """Seed everything, pick the strategy and recommend a precision policy.
 
     seed:          seeds Python, NumPy and TensorFlow.
@@ -205,12 +216,21 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
     verbose:       print the summary.
     cpu_replicas:  on a machine without GPU/TPU, split the CPU into this many logical devices
                    and return a ``MirroredStrategy`` over them (to learn tf.distribute anywhere).
+    memory_stats:  choose TensorFlow's counting CPU allocator (``ctlkit.memory``) so that
+                   allocator statistics exist on every CPU; only possible before TF's first op.
+    On one GPU (or one CPU) the strategy is the default one: a model built under
+    ``OneDeviceStrategy`` gets no XLA from ``fit(jit_compile="auto")`` (Keras turns "auto" off
+    under any strategy scope), so one device gets no strategy at all.
     The global Keras precision policy is *not* changed: notebooks set it themselves.
     """
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
+    if not isinstance(memory_stats, bool):
+        raise TypeError(f"memory_stats must be True or False, got {memory_stats!r}")
     if cpu_replicas is not None:
         _positive_int("cpu_replicas", cpu_replicas)
+    if memory_stats:
+        memory.enable_cpu_stats()   # before seeding: set_random_seed starts TensorFlow
     seed_everything(seed)
     import tensorflow as tf
 
@@ -230,7 +250,7 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
         kind = "GPU"
         logical = [d.name for d in tf.config.list_logical_devices("GPU")]
         strategy = (tf.distribute.MirroredStrategy() if len(logical) > 1
-                    else tf.distribute.OneDeviceStrategy(logical[0]))
+                    else tf.distribute.get_strategy())  # one GPU: default, keeps fit()'s XLA
         policy = recommend_policy("GPU", [gpu_compute_capability(g) for g in gpus])
         devices = logical
     else:
@@ -243,7 +263,15 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
             strategy = tf.distribute.get_strategy()  # the default strategy: plain TF
 
     rt = Runtime(kind=kind, strategy=strategy, policy=policy, devices=devices, seed=int(seed),
-                 deterministic=deterministic, quick=budget().quick, versions=versions())
+                 deterministic=deterministic, quick=budget().quick, versions=versions(),
+                 memory_stats=_has_memory_stats(devices[0]))
     if verbose:
         print(rt.summary())
     return rt
+
+
+def _has_memory_stats(device) -> bool:
+    try:
+        return memory.stats(device).available
+    except (ValueError, TypeError):  # a device TensorFlow cannot query at all (e.g. some TPUs)
+        return False

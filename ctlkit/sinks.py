@@ -272,7 +272,13 @@ class WidgetSink(NullSink):
         from IPython.display import display
 
         self.label.value = self._html(monitor)
-        self.handle = display(self.box, display_id=True)
+        # Publish the widget's view ourselves: ipywidgets 7 displays a widget through
+        # _ipython_display_, which drops display_id, so the final update would target nothing.
+        # This bundle is what both majors send, and it keeps the id on both.
+        view = {"version_major": 2, "version_minor": 0, "model_id": self.box.model_id}
+        self.handle = display({"text/plain": "ctlkit monitor (live plot widget)",
+                               "application/vnd.jupyter.widget-view+json": view},
+                              raw=True, display_id=True)
 
     def _html(self, monitor, final=False):
         frac = monitor.fraction_done()

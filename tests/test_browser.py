@@ -15,6 +15,11 @@ kernel-to-browser widget messages flow during a busy cell, which is what the mon
 JupyterLab is started with ``--LabApp.expose_app_in_browser=True`` so the test can drive it through
 ``window.jupyterapp`` (its commands and the notebook panel's model) instead of brittle clicks.
 Without /usr/bin/chromium the tests skip, except in CI (``CI=true``) where that is a failure.
+They run on the ``current`` stack only (``CTLKIT_STACK``, set by ``make test``): that is the stack
+``make lab`` installs, the only one whose JupyterLab a learner opens. The pinned stacks hold Colab's
+packages, and Colab's frontend is Colab's own, not JupyterLab (JupyterLab with Colab's pins did not
+render ipywidgets 7.7.1 widgets at all); what their kernels send is checked message by message in
+tests/test_widget_kernel.py.
 """
 from __future__ import annotations
 
@@ -324,6 +329,12 @@ def assert_live_updates(name: str, index: int, watched: dict) -> None:
 # --------------------------------------------------------------------------------------------------
 # Fixtures
 # --------------------------------------------------------------------------------------------------
+
+STACK = os.environ.get("CTLKIT_STACK", "current")
+pytestmark = pytest.mark.skipif(
+    STACK != "current", reason=f"stack {STACK}: Colab's frontend is not JupyterLab; its kernel's "
+                               f"widget messages are checked in tests/test_widget_kernel.py")
+
 
 @pytest.fixture(scope="module")
 def chromium() -> str:

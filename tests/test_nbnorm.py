@@ -1,6 +1,7 @@
 """Tests for tools/nbnorm.py, the notebook normaliser, and a check that the kit's notebooks are normalised."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,3 +160,55 @@ def test_jupyter_writes_a_normalised_notebook_unchanged():
     once = nbnorm.normalize_text(json.dumps(messy_notebook()))
     saved = nbformat.writes(nbformat.reads(once, as_version=4)) + "\n"
     assert saved == once
+
+
+# -- the kit's repository, one setting stamped into every notebook ---------------------------------
+def _colab_notebook(badge_repo="someone/old", install_repo="someone/old", name="07_x.ipynb"):
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source":
+            f"# 07\n\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+            f"(https://colab.research.google.com/github/{badge_repo}/blob/main/notebooks/{name})"},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source":
+            f'KIT = "ctlkit @ git+https://github.com/{install_repo}"  # set in pyproject.toml\n'},
+    ]}
+
+
+def test_stamp_points_badge_at_own_file_and_install_at_the_repository():
+    nb = nbnorm.normalize(_colab_notebook(name="wrong_name.ipynb"), "fork/kit", "07_gan.ipynb")
+    md, code = ("".join(c["source"]) for c in nb["cells"])
+    assert "colab.research.google.com/github/fork/kit/blob/main/notebooks/07_gan.ipynb" in md
+    assert 'KIT = "ctlkit @ git+https://github.com/fork/kit"' in code
+    assert "someone/old" not in md + code
+    assert nbnorm.normalize(nb, "fork/kit", "07_gan.ipynb") == nb      # idempotent
+
+
+def test_kit_repository_reads_the_one_setting(tmp_path):
+    assert nbnorm.kit_repository() == re.search(
+        r'Repository = "https://github.com/([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    p = tmp_path / "pyproject.toml"
+    p.write_text('[project.urls]\nRepository = "https://github.com/me/ctlkit-fork.git"\n')
+    assert nbnorm.kit_repository(p) == "me/ctlkit-fork"
+    p.write_text('[project.urls]\nHomepage = "https://example.org"\n')
+    with pytest.raises(ValueError, match="Repository"):
+        nbnorm.kit_repository(p)
+
+
+def test_check_fails_when_a_notebook_names_another_repository(tmp_path):
+    write(tmp_path / "07_gan.ipynb", nbnorm.normalize(_colab_notebook()))   # not stamped
+    result = run_cli("--check", tmp_path)
+    assert result.returncode == 1 and "07_gan.ipynb" in result.stderr
+    assert run_cli(tmp_path).returncode == 0
+    text = (tmp_path / "07_gan.ipynb").read_text()
+    repo = nbnorm.kit_repository()
+    assert f"github/{repo}/blob/main/notebooks/07_gan.ipynb" in text and f"github.com/{repo}" in text
+
+
+def test_every_kit_notebook_has_the_badge_and_the_colab_install():
+    repo = nbnorm.kit_repository()
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        md = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        assert f"colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name}" in md
+        assert "google.colab" in code[0] and f'KIT = "ctlkit @ git+https://github.com/{repo}"' in code[0]
+        assert '"install", "-q", KIT]' in code[0], f"{path.name}: the setup cell installs only the kit"

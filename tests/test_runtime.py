@@ -274,3 +274,57 @@ def test_cpu_replicas_gives_a_mirrored_strategy_and_refuses_a_late_change():
 def test_cpu_replicas_rejects_bad_values(bad):
     with pytest.raises((TypeError, ValueError), match="cpu_replicas"):
         setup(cpu_replicas=bad, verbose=False)
+
+
+# -- one GPU: no strategy, so fit()'s jit_compile="auto" still means XLA -------------------------
+@pytest.fixture
+def one_fake_gpu(monkeypatch):
+    """Make TensorFlow (and Keras, which asks tf.config) believe there is one GPU."""
+    gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
+    real_physical, real_logical = tf.config.list_physical_devices, tf.config.list_logical_devices
+
+    def physical(kind=None):
+        return [gpu] if kind == "GPU" else real_physical(kind) + ([gpu] if kind is None else [])
+
+    def logical(kind=None):
+        fake = [tf.config.LogicalDevice("/device:GPU:0", "GPU")]
+        return fake if kind == "GPU" else real_logical(kind) + (fake if kind is None else [])
+
+    monkeypatch.setattr(tf.config, "list_physical_devices", physical)
+    monkeypatch.setattr(tf.config, "list_logical_devices", logical)
+    monkeypatch.setattr(runtime, "gpu_compute_capability", lambda device: (8, 0))
+    return gpu
+
+
+def _auto_jit(strategy=None):
+    def build():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse")   # jit_compile="auto", Keras' default
+        return bool(model.jit_compile)
+    if strategy is None:
+        return build()
+    with strategy.scope():
+        return build()
+
+
+def test_setup_on_one_gpu_returns_the_default_strategy(one_fake_gpu):
+    rt = setup(seed=0, verbose=False)
+    assert rt.kind == "GPU" and rt.replicas == 1 and rt.policy == "mixed_float16"
+    assert rt.strategy is tf.distribute.get_strategy()       # not OneDeviceStrategy
+    assert _auto_jit(rt.strategy) is True                    # so fit() keeps its XLA
+
+
+def test_keras_auto_jit_rules_on_this_keras(one_fake_gpu, monkeypatch):
+    """What notebook 12 teaches about jit_compile="auto", checked on the installed Keras."""
+    assert _auto_jit() is True                                # a GPU, no strategy, no determinism
+    assert _auto_jit(tf.distribute.OneDeviceStrategy("/cpu:0")) is False   # any strategy: off
+    from tensorflow.python.framework import config as tf_config
+
+    monkeypatch.setattr(tf_config, "is_op_determinism_enabled", lambda: True)
+    assert _auto_jit() is False                               # op determinism: off
+
+
+def test_keras_auto_jit_is_off_on_a_cpu_only_machine():
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")  # the rule under test is the CPU-only one
+    assert _auto_jit() is False

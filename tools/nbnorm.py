@@ -15,7 +15,11 @@ What a normalised notebook looks like (DESIGN.md section 4):
 - nbformat 4.5 with stable cell ids: a valid, unique id is kept, any other cell gets a
   deterministic one derived from its index and source;
 - JSON as Jupyter itself writes it (indent 1, sorted keys, non-ASCII kept, sources as lists of
-  lines, trailing newline), so saving from JupyterLab and normalising agree.
+  lines, trailing newline), so saving from JupyterLab and normalising agree;
+- the kit's repository stamped where a notebook names it: the Colab badge points at
+  ``github/<repo>/blob/main/notebooks/<this file>`` and the Setup cell installs
+  ``ctlkit @ git+https://github.com/<repo>``, where ``<repo>`` comes from the one setting
+  ``[project.urls] Repository`` in pyproject.toml. A fork edits that line and runs make normalize.
 
 Normalising is idempotent. Only the standard library is used.
 """
@@ -38,6 +42,29 @@ NOTEBOOK_METADATA = {
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 # mimetypes that Jupyter stores as lists of lines besides text/* (nbformat.v4.rwbase)
 SPLIT_MIMES = ("application/javascript", "image/svg+xml")
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+REPOSITORY_RE = re.compile(r'^Repository\s*=\s*"https://github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?/?"\s*$',
+                           re.M)
+BADGE_RE = re.compile(r"https://colab\.research\.google\.com/github/[^)\s\"'<>]+?\.ipynb")
+INSTALL_RE = re.compile(r"ctlkit @ git\+https://github\.com/[\w.-]+/[\w.-]+")
+
+
+def kit_repository(pyproject: Path = PYPROJECT) -> str:
+    """``owner/name`` of the kit's GitHub repository, from ``[project.urls] Repository``."""
+    m = REPOSITORY_RE.search(pyproject.read_text(encoding="utf-8"))
+    if not m:
+        raise ValueError(f"{pyproject}: [project.urls] needs a line "
+                         f'Repository = "https://github.com/OWNER/NAME"')
+    return m.group(1)
+
+
+def stamp(source: str, cell_type: str, repo: str, name: str) -> str:
+    """``source`` with the Colab badge (markdown) and the kit's install URL (any cell) pointing at
+    ``repo`` and, for the badge, at the notebook's own file ``name``."""
+    if cell_type == "markdown":
+        source = BADGE_RE.sub(
+            f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/{name}", source)
+    return INSTALL_RE.sub(f"ctlkit @ git+https://github.com/{repo}", source)
 
 
 def _text(value) -> str:
@@ -89,8 +116,9 @@ def _new_id(index: int, source: str, taken: set[str]) -> str:
         salt += 1
 
 
-def normalize(nb: dict) -> dict:
-    """Return the normalised form of a notebook given as parsed JSON (the input is not modified)."""
+def normalize(nb: dict, repo: str | None = None, name: str | None = None) -> dict:
+    """Return the normalised form of a notebook given as parsed JSON (the input is not modified).
+    With ``repo`` and ``name`` (the notebook's file name), also stamp badge and install URL."""
     if nb.get("nbformat") != 4:
         raise ValueError(f"only nbformat 4 notebooks are supported (found {nb.get('nbformat')!r})")
     raw_cells = nb.get("cells", [])
@@ -109,6 +137,8 @@ def normalize(nb: dict) -> dict:
     cells = []
     for index, (cell, cell_id) in enumerate(zip(raw_cells, ids)):
         source = _text(cell.get("source"))
+        if repo is not None and name is not None:
+            source = stamp(source, cell.get("cell_type", "code"), repo, name)
         if cell_id is None:
             cell_id = _new_id(index, source, taken)
             taken.add(cell_id)
@@ -143,8 +173,8 @@ def dumps(nb: dict) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False) + "\n"
 
 
-def normalize_text(text: str) -> str:
-    return dumps(normalize(json.loads(text)))
+def normalize_text(text: str, repo: str | None = None, name: str | None = None) -> str:
+    return dumps(normalize(json.loads(text), repo, name))
 
 
 def find_notebooks(paths) -> list[Path]:
@@ -174,11 +204,16 @@ def main(argv=None) -> int:
         print(f"nbnorm: {exc}", file=sys.stderr)
         return 2
 
+    try:
+        repo = kit_repository()
+    except (OSError, ValueError) as exc:
+        print(f"nbnorm: {exc}", file=sys.stderr)
+        return 2
     changed, broken = [], []
     for path in notebooks:
         text = path.read_text(encoding="utf-8")
         try:
-            new_text = normalize_text(text)
+            new_text = normalize_text(text, repo, path.name)
         except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
             broken.append(f"{path}: {exc}")
             continue
