@@ -7,10 +7,18 @@ import sys
 
 
 def doctor() -> int:
+    """Print what this machine offers; exit status 1 when a check printed an ERROR."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from . import data, runtime
 
     print("ctlkit doctor")
+    errors = 0
+    try:
+        runtime.budget()
+    except ValueError as e:                        # e.g. CTLKIT_QUICK=maybe
+        print(f"ERROR: {e}")
+        errors += 1
+        os.environ[runtime.QUICK_ENV] = ""         # carry on in full mode to check the rest
     rt = runtime.setup(seed=0, verbose=False)
     print(rt.summary())
     import tensorflow as tf
@@ -37,14 +45,17 @@ def doctor() -> int:
     try:  # what Monitor(sink="auto") would pick here (honours CTLKIT_MONITOR)
         sink = type(make_sink("auto")).__name__
     except ValueError as e:
-        sink = f"ERROR: {e}"
+        sink, errors = f"ERROR: {e}", errors + 1
     print(f"monitor sink in this process: {sink}")
     print("datasets:")
     for name, how in data.available().items():
         print(f"  {name}: {how}")
     print(f"images offline: {', '.join(data.IMAGES)}")
     print(f"quick mode ({runtime.QUICK_ENV}=1): {rt.quick}")
-    return 0
+    print(f"memory statistics: {'on' if rt.memory_stats else 'off'}")
+    if errors:
+        print(f"doctor: {errors} ERROR(s) above; fix them before the workshop")
+    return 1 if errors else 0
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,8 @@ import tensorflow as tf
 
 import keras
 
-from .runtime import _positive_int, budget, gpu_compute_capability, recommend_policy
+from . import validate
+from .runtime import budget, gpu_compute_capability, recommend_policy
 
 TARGETS = {"custom_vs_fit_speedup": 2.0, "graph_vs_eager_speedup": 5.0, "monitor_overhead": 0.05}
 MEMORY = {True: "TF allocator peak on GPU:0", False: "peak RSS of the process (TF and data "
@@ -193,7 +194,7 @@ def compare(factories: dict, task: Task, repeats: int = 3, policies=None) -> dic
                                                                        factories.values())):
         raise TypeError(f"factories must be a non-empty dict {{name: factory(model, optimizer, "
                         f"task) -> one_epoch}}, got {factories!r}")
-    repeats, policies = _positive_int("repeats", repeats), policies or {}
+    repeats, policies = validate.positive_int("repeats", repeats), policies or {}
     runs = {}
     for name, factory in factories.items():
         model, optimizer = task.build(policies.get(name, "float32"))
@@ -342,8 +343,8 @@ def options(quick=None, variants=None, repeats=None, examples=None) -> dict:
             isinstance(v, str) and v in VARIANTS for v in chosen):
         raise ValueError(f"variants must be a list of names from {list(VARIANTS)}, "
                          f"got {variants!r}")
-    repeats = _positive_int("repeats", (3 if quick else 5) if repeats is None else repeats)
-    examples = _positive_int("examples", (6400 if quick else 20000) if examples is None
+    repeats = validate.positive_int("repeats", (3 if quick else 5) if repeats is None else repeats)
+    examples = validate.positive_int("examples", (6400 if quick else 20000) if examples is None
                              else examples)
     if examples < 64:
         raise ValueError(f"examples must be >= 64 (two batches of 32), got {examples}")
@@ -446,6 +447,13 @@ def main(argv=None) -> int:
         o = options(args.quick or None, args.variants, args.repeats, args.examples)
     except (TypeError, ValueError) as e:
         p.error(str(e))                            # exits 2 with the message
+    if args.json:                                  # fail now, not after the whole benchmark
+        try:
+            with open(args.json, "a", encoding="utf-8"):
+                pass
+        except OSError as e:
+            p.error(f"--json {args.json}: cannot write there ({e.strerror}); pass a file in a "
+                    f"folder you can write to")
     result = run(**o, monitor=not args.no_monitor)
     print(table(result))
     if args.json:

@@ -10,10 +10,15 @@ where the reference is, or retraces on every call.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import numbers
+import sys
 
 import numpy as np
 import tensorflow as tf
+
+from .grads import _is_variable
 
 
 @dataclasses.dataclass
@@ -42,18 +47,95 @@ class Report:
         return self
 
 
+# -- argument checks ------------------------------------------------------------------------------
+def _number(x, name, example, what="a number"):
+    """``x`` as a Python number if it is one real number (Python, NumPy or a 0-d tensor)."""
+    if isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)):
+        return x
+    if isinstance(x, (np.ndarray, np.generic, tf.Tensor)) and np.shape(x) == ():
+        if np.asarray(x).dtype.kind in "iuf":
+            return np.asarray(x).item()
+    raise TypeError(f"{name} must be {what}, e.g. {name}={example}, got {type(x).__name__}")
+
+
+def _tolerance(x, name):
+    x = float(_number(x, name, "1e-5"))
+    if not (np.isfinite(x) and x >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, e.g. {name}=1e-5, got {x!r}")
+    return x
+
+
+def _name_and_flags(name, fn, **flags):
+    for flag, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{flag} must be True or False, got {type(value).__name__}")
+    if not isinstance(name, (str, type(None))):
+        raise TypeError(f"name must be a string (or None for fn's own name), got "
+                        f"{type(name).__name__}")
+    return name or getattr(fn, "__name__", "your function")
+
+
+def _normalise_cases(cases):
+    """A list of argument tuples: a tuple or list case holds the arguments, anything else is one."""
+    if (cases is None or isinstance(cases, (str, bytes, dict, set, frozenset, np.ndarray))
+            or tf.is_tensor(cases) or not hasattr(cases, "__iter__")):
+        raise TypeError(f"cases must be a list of argument tuples, e.g. cases=[(x,), (x, y)], "
+                        f"got {type(cases).__name__}")
+    out = []
+    for k, c in enumerate(cases):
+        if isinstance(c, (set, frozenset)):
+            raise TypeError(f"cases[{k}] is a {type(c).__name__}, which has no order: write the "
+                            f"arguments of one call as a tuple, e.g. (x, y)")
+        out.append(tuple(c) if isinstance(c, (tuple, list)) else (c,))
+    if not out:
+        raise ValueError("cases is empty: give at least one tuple of arguments to try")
+    return out
+
+
+# -- compare --------------------------------------------------------------------------------------
 def _as_array(x):
-    if isinstance(x, (tf.Tensor, tf.Variable)):
-        return x.numpy()
-    return np.asarray(x)
+    return x.numpy() if isinstance(x, (tf.Tensor, tf.Variable)) else np.asarray(x)
 
 
 def _dtype_name(x) -> str:
     return x.dtype.name if isinstance(x, (tf.Tensor, tf.Variable)) else np.asarray(x).dtype.name
 
 
+def _fmt(x) -> str:
+    x = x.item() if hasattr(x, "item") else x
+    return f"{x:.6g}" if isinstance(x, float) else repr(x)
+
+
+def _mismatches(g, w, rtol, atol):
+    """(bad entries, |difference| to rank them, or None for strings and objects)."""
+    kinds = {g.dtype.kind, w.dtype.kind}
+    if kinds <= set("biu"):        # integers and bools exactly, as Python ints (no float64 cast)
+        g, w = (g, w) if g.dtype == w.dtype else (g.astype(object), w.astype(object))
+        bad = np.asarray(g != w, dtype=bool)
+        diff = np.zeros(g.shape, dtype=object)
+        diff[bad] = abs(g[bad].astype(object) - w[bad].astype(object))
+        return bad, diff
+    if not kinds <= set("biufc"):  # strings or objects: compare exactly
+        return ~np.broadcast_to(np.asarray(g == w, dtype=bool), g.shape), None
+    as_type = np.complex128 if "c" in kinds else np.float64   # complex: |difference| of both parts
+    gf, wf = g.astype(as_type), w.astype(as_type)
+    bad = ~np.isclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(bad, np.abs(gf - wf), 0.0)
+    diff[bad & np.isnan(diff)] = np.inf  # a NaN on one side only is the worst difference
+    return bad, diff
+
+
 def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
-    """Sentences describing how ``got`` differs from ``want`` ([] when they agree)."""
+    """Sentences describing how ``got`` differs from ``want`` ([] when they agree).
+
+    Floats agree within ``atol + rtol * |want|`` and complex numbers when the size of their
+    difference (both parts) is that small; integers, bools and strings must be equal.
+    """
+    if not isinstance(where, str):
+        raise TypeError(f"where must be a string, e.g. where='the loss', got "
+                        f"{type(where).__name__}")
+    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
     if isinstance(want, dict):
         if not isinstance(got, dict) or set(got) != set(want):
             keys = sorted(got) if isinstance(got, dict) else type(got).__name__
@@ -71,39 +153,58 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
     if got is None:
         return [f"{where} is None; expected a value of shape {list(np.shape(_as_array(want)))}."]
     g, w = _as_array(got), _as_array(want)
+    if (g.dtype.kind in "OSU") != (w.dtype.kind in "OSU"):     # text or objects vs numbers
+        return [f"{where} should be like the reference's {w.dtype.name} of shape "
+                f"{list(w.shape)}, got {type(got).__name__} ({g.dtype.name})."]
     if g.shape != w.shape:
         hint = " (a missing or extra axis: check keepdims / reshape)" if g.size == w.size else ""
         return [f"{where} has shape {list(g.shape)}, expected {list(w.shape)}{hint}."]
     problems = []
     if _dtype_name(got) != _dtype_name(want):
         problems.append(f"{where} has dtype {_dtype_name(got)}, expected {_dtype_name(want)}.")
-    try:
-        gf, wf = g.astype(np.float64), w.astype(np.float64)
-    except (TypeError, ValueError):  # strings or objects: compare exactly
-        bad = ~np.broadcast_to(np.asarray(g == w, dtype=bool), g.shape)
-        diff = None
-    else:
-        bad = ~np.isclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True)
-        with np.errstate(invalid="ignore"):
-            diff = np.where(bad, np.abs(gf - wf), 0.0)
-        diff[bad & np.isnan(diff)] = np.inf  # a NaN on one side only is the worst difference
+    bad, diff = _mismatches(g, w, rtol, atol)
     if bad.any():
         idx = np.unravel_index(np.argmax(diff if diff is not None else bad), bad.shape)
         at = f" at index {tuple(int(i) for i in idx)}" if g.ndim else ""
         if diff is None:
             size = "not equal"
-        elif np.isnan(gf[idx]) != np.isnan(wf[idx]):
+        elif diff.dtype != object and np.isnan(g[idx]) != np.isnan(w[idx]):
             size = "NaN where the other has a number"
         else:
-            size = f"max |difference| {float(diff[idx]):.3g}"
+            size = "max |difference| " + (str(diff[idx]) if diff.dtype == object
+                                          else f"{float(diff[idx]):.3g}")
         problems.append(f"{where} differs: {size}{at} (yours {_fmt(g[idx])}, "
                         f"expected {_fmt(w[idx])}).")
     return problems
 
 
-def _fmt(x) -> str:
-    x = x.item() if hasattr(x, "item") else x
-    return f"{x:.6g}" if isinstance(x, float) else repr(x)
+# -- running the functions ------------------------------------------------------------------------
+def _own_copy(x, memo):
+    """A copy of an argument that one function may change without the other, or the next case,
+    seeing it: arrays, lists, tuples, dicts and sets are copied all the way down, a variable
+    becomes a fresh one (same value, dtype, trainable flag); tensors (immutable), models,
+    iterators and other objects are shared."""
+    if id(x) in memo:                  # the same object twice in the arguments stays one object
+        return memo[id(x)]
+    if isinstance(x, tf.Variable):
+        out = tf.Variable(x.read_value(), dtype=x.dtype, shape=x.shape, trainable=x.trainable,
+                          name=x.name.split(":")[0])
+    elif _is_variable(x):              # a Keras variable: keras is loaded
+        out = sys.modules["keras"].Variable(x.numpy(), dtype=x.dtype, trainable=x.trainable,
+                                            name=x.name)
+    elif isinstance(x, np.ndarray):
+        out = copy.deepcopy(x)
+    elif isinstance(x, (list, dict)):
+        out = memo[id(x)] = copy.copy(x)
+        for k in (range(len(x)) if isinstance(x, list) else x):
+            out[k] = _own_copy(x[k], memo)
+    elif isinstance(x, tuple):
+        items = [_own_copy(v, memo) for v in x]
+        out = type(x)(*items) if hasattr(x, "_fields") else type(x)(items)   # namedtuples too
+    else:
+        out = copy.copy(x) if isinstance(x, (set, bytearray)) else x
+    memo[id(x)] = out
+    return out
 
 
 def _call(fn, args, label):
@@ -117,8 +218,8 @@ def _call(fn, args, label):
 
 def _gradients(fn, args):
     """Gradients of sum(fn(*args)) with respect to each floating-point argument."""
-    tensors = [tf.convert_to_tensor(a) if not isinstance(a, tf.Variable) else a for a in args]
-    floats = [i for i, t in enumerate(tensors) if t.dtype.is_floating]
+    tensors = [a if _is_variable(a) else tf.convert_to_tensor(a) for a in args]
+    floats = [i for i, t in enumerate(tensors) if tf.as_dtype(t.dtype).is_floating]
     with tf.GradientTape() as tape:
         for i in floats:
             tape.watch(tensors[i])
@@ -129,21 +230,35 @@ def _gradients(fn, args):
     return dict(zip(floats, tape.gradient(total, [tensors[i] for i in floats])))
 
 
-def _normalise_cases(cases):
-    if (cases is None or isinstance(cases, (str, bytes, dict, np.ndarray, tf.Tensor))
-            or not hasattr(cases, "__iter__")):
-        raise TypeError(f"cases must be a list of argument tuples, e.g. cases=[(x,), (x, y)], "
-                        f"got {type(cases).__name__}")
-    cases = [c if isinstance(c, tuple) else (c,) for c in cases]
-    if not cases:
-        raise ValueError("cases is empty: give at least one tuple of arguments to try")
-    return cases
+def _gradient_problems(fn, reference, args, label, rtol, atol) -> list:
+    g_want = _gradients(reference, _own_copy(args, {}))
+    try:
+        g_got = _gradients(fn, _own_copy(args, {}))
+    except Exception as e:  # noqa: BLE001 - e.g. NumPy-only code given tensors
+        return [f"{label}: raised {type(e).__name__} when called with tensors "
+                f"under a GradientTape: {e}".strip()[:400]]
+    problems = []
+    for i, gw in g_want.items():
+        gg = g_got.get(i)
+        if gw is not None and gg is None:
+            problems.append(f"{label}: not differentiable with respect to argument {i}: "
+                            f"its gradient is None (a .numpy() round trip, an int cast "
+                            f"or a Python float breaks the tape).")
+        elif gw is None and gg is not None:
+            problems.append(f"{label}: has a gradient with respect to argument {i}, where "
+                            f"the reference has none (a missing tf.stop_gradient?).")
+        elif gw is not None:
+            problems += compare(gg, gw, where=f"{label}: the gradient w.r.t. argument {i}",
+                                rtol=max(rtol, 1e-4), atol=max(atol, 1e-5))
+    return problems
 
 
 def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
                    differentiable=False, verbose=False) -> Report:
-    """Call ``fn`` and ``reference`` on each case (a tuple of arguments) and compare.
+    """Call ``fn`` and ``reference`` on each case and compare.
 
+    cases:          a list; a tuple or list case holds the arguments of one call, anything else
+                    is the only argument. Each function gets its own copy of them (_own_copy).
     differentiable: also compare the gradients of sum(output) with respect to every
                     floating-point argument (catches ``.numpy()`` round trips, integer casts).
     verbose:        also print the report. It is returned either way, and a report that ends
@@ -154,14 +269,17 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
             raise TypeError(f"{arg} must be a function, got {type(f).__name__}: pass the "
                             f"function itself (my_fn), not its result (my_fn(x))")
     cases = _normalise_cases(cases)
-    name = name or getattr(fn, "__name__", "your function")
+    name = _name_and_flags(name, fn, differentiable=differentiable, verbose=verbose)
+    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
     problems = []
     for k, args in enumerate(cases):
         label = f"case {k + 1}"
-        want, err = _call(reference, args, "the reference")
+        want, err = _call(reference, _own_copy(args, {}), "the reference")
         if err:
-            raise RuntimeError(f"checker bug: {err}")
-        got, err = _call(fn, args, label)
+            raise RuntimeError(f"checker bug: {err} ({label} called it with {len(args)} "
+                               f"argument(s); cases must be a list of argument tuples, e.g. "
+                               f"[(x, y)] for one call with two arguments)")
+        got, err = _call(fn, _own_copy(args, {}), label)
         if err:
             problems.append(err)
             if "not written yet" in err:
@@ -170,25 +288,7 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
         case_problems = compare(got, want, where=f"{label}: the result", rtol=rtol, atol=atol)
         problems += case_problems
         if differentiable and not case_problems:
-            g_want = _gradients(reference, args)
-            try:
-                g_got = _gradients(fn, args)
-            except Exception as e:  # noqa: BLE001 - e.g. NumPy-only code given tensors
-                problems.append(f"{label}: raised {type(e).__name__} when called with tensors "
-                                f"under a GradientTape: {e}".strip()[:400])
-                continue
-            for i, gw in g_want.items():
-                gg = g_got.get(i)
-                if gw is not None and gg is None:
-                    problems.append(f"{label}: not differentiable with respect to argument {i}: "
-                                    f"its gradient is None (a .numpy() round trip, an int cast "
-                                    f"or a Python float breaks the tape).")
-                elif gw is None and gg is not None:
-                    problems.append(f"{label}: has a gradient with respect to argument {i}, where "
-                                    f"the reference has none (a missing tf.stop_gradient?).")
-                elif gw is not None:
-                    problems += compare(gg, gw, where=f"{label}: the gradient w.r.t. argument {i}",
-                                        rtol=max(rtol, 1e-4), atol=max(atol, 1e-5))
+            problems += _gradient_problems(fn, reference, args, label, rtol, atol)
     report = Report(name=name, problems=problems, cases=len(cases))
     if verbose:
         print(report)
@@ -196,14 +296,19 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
 
 
 def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report:
-    """Call a ``tf.function`` on each case and fail if it traced more than ``max_traces`` times."""
+    """Call a ``tf.function`` on each case and fail if it traced more than ``max_traces`` times.
+
+    The arguments are passed as they are (not copied): an iterator case goes on where it was.
+    """
     if not hasattr(fn, "experimental_get_tracing_count"):
         raise TypeError(f"fn must be a tf.function (decorate it with @tf.function), "
                         f"got {type(fn).__name__}")
-    if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 1:
-        raise ValueError(f"max_traces must be an int >= 1, got {max_traces!r}")
+    n = _number(max_traces, "max_traces", "1", "an int >= 1")
+    if not isinstance(n, numbers.Integral) or n < 1:
+        error = TypeError if not isinstance(n, numbers.Integral) else ValueError
+        raise error(f"max_traces must be an int >= 1, e.g. max_traces=1, got {max_traces!r}")
     cases = _normalise_cases(cases)
-    name = name or getattr(fn, "__name__", "your function")
+    name = _name_and_flags(name, fn, verbose=verbose)
     before = fn.experimental_get_tracing_count()
     problems = []
     for k, args in enumerate(cases):
@@ -212,9 +317,9 @@ def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report
             problems.append(err)
             break
     traces = fn.experimental_get_tracing_count() - before
-    if not problems and traces > max_traces:
+    if not problems and traces > n:
         every = " It retraces on every call." if traces >= len(cases) > 1 else ""
-        problems.append(f"traced {traces} times for {len(cases)} calls (allowed: {max_traces})."
+        problems.append(f"traced {traces} times for {len(cases)} calls (allowed: {n})."
                         f"{every} Give it an input_signature with None for the varying axis, "
                         f"or pass tensors instead of Python numbers.")
     report = Report(name=name, problems=problems, cases=len(cases))

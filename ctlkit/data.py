@@ -17,7 +17,8 @@ import threading
 
 import numpy as np
 
-from .runtime import _positive_int, budget
+from . import validate
+from .runtime import budget
 
 DATASETS = ("digits", "mnist", "fashion_mnist")
 IMAGES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "brick", "grass",
@@ -59,6 +60,7 @@ def online(timeout: float = 3.0) -> bool:
     The probe runs in a daemon thread so a slow DNS lookup (which ignores the socket
     timeout) cannot make this take longer than ``timeout`` seconds.
     """
+    timeout = validate.number("timeout", timeout, low=0, low_open=True, example=3.0)
     result = []
 
     def probe():
@@ -117,8 +119,9 @@ def _keras_download(name: str):
 
 def arrays(name: str = "digits", *, fallback: bool = True):
     """(x, y, source): all examples as float32 in [0, 1] with a channel axis, int32 labels."""
-    if name not in DATASETS:
+    if not isinstance(name, str) or name not in DATASETS:
         raise ValueError(f"name must be one of {DATASETS}, got {name!r}")
+    fallback = validate.flag("fallback", fallback)
     if name == "digits":
         return _digits()
     try:
@@ -131,8 +134,11 @@ def arrays(name: str = "digits", *, fallback: bool = True):
 
 
 def _check_fraction(arg, value):
-    if not isinstance(value, (int, float)) or not 0 < value < 0.5:
-        raise ValueError(f"{arg} must be a fraction between 0 and 0.5, got {value!r}")
+    try:
+        return validate.number(arg, value, low=0, high=0.5, low_open=True, high_open=True)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{arg} must be a fraction between 0 and 0.5 (both excluded), got "
+                      f"{value!r}; pass e.g. {arg}=0.1") from None
 
 
 def load(name: str = "digits", *, batch_size: int = 64, val_fraction: float = 0.1,
@@ -146,14 +152,13 @@ def load(name: str = "digits", *, batch_size: int = 64, val_fraction: float = 0.
     import tensorflow as tf
     from sklearn.model_selection import train_test_split
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    _check_fraction("val_fraction", val_fraction)
-    _check_fraction("test_fraction", test_fraction)
+    batch_size = validate.positive_int("batch_size", batch_size, example=64)
+    val_fraction = _check_fraction("val_fraction", val_fraction)
+    test_fraction = _check_fraction("test_fraction", test_fraction)
     if max_examples is not None:
-        max_examples = _positive_int("max_examples", max_examples)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}; pass e.g. seed=0")
+        max_examples = validate.positive_int("max_examples", max_examples, example=1000)
+    seed = validate.seed(seed)
+    flatten, fallback = validate.flag("flatten", flatten), validate.flag("fallback", fallback)
     x, y, source = arrays(name, fallback=fallback)
     loaded = "digits" if source.startswith("scikit") else name
     limit = budget().examples(max_examples or len(x))
@@ -189,10 +194,13 @@ def image(name: str = "chelsea", size: int | None = 256) -> np.ndarray:
 
     size: resize so the longer side is ``size`` pixels (None keeps the original).
     """
-    if name not in IMAGES:
+    if not isinstance(name, str) or name not in IMAGES:
         raise ValueError(f"name must be one of {IMAGES}, got {name!r}")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 8):
-        raise ValueError(f"size must be an int >= 8 or None, got {size!r}")
+    if size is not None:
+        try:
+            size = validate.integer("size", size, minimum=8, example=256)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{e} (or size=None for the original size)") from None
     if name == "grace_hopper":
         import matplotlib.cbook
 

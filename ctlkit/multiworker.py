@@ -162,9 +162,12 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
     past this step. The others then wait for it in their next all-reduce; ``grace`` seconds later
     they are killed too, as a cluster manager would. Every process is killed in a ``finally``.
     """
-    for name, v in (("workers", workers), ("steps", steps), ("batch", batch), ("ckpt_every", ckpt_every)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    from . import validate
+
+    workers, steps, batch, ckpt_every = (validate.positive_int(name, v) for name, v in (
+        ("workers", workers), ("steps", steps), ("batch", batch), ("ckpt_every", ckpt_every)))
+    lr, seed = validate.number("lr", lr, low=0, low_open=True, example=0.01), validate.seed(seed)
+    timeout = validate.number("timeout", timeout, low=0, low_open=True, example=120)
     if batch % workers:
         raise ValueError(f"batch={batch} must be divisible by workers={workers} (one replica each)")
     if not Path(data).is_file():
@@ -173,6 +176,8 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
         raise ValueError(f"kill_worker must name a non-chief worker, 1..{workers - 1}, got {kill_worker!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    _claim(out, {"data": str(Path(data).resolve()), "workers": workers, "steps": steps,
+                 "batch": batch, "lr": lr, "seed": seed})
     ports = [free_port() for _ in range(workers)]
     # The file itself, not `-m ctlkit.multiworker`: skips the package's imports (~0.5 s a worker).
     args = [sys.executable, str(Path(__file__).resolve()), "--data", str(data), "--out", str(out),
@@ -199,6 +204,16 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
+            if kill_others_at is None:             # a worker that dies on its own fails the run now
+                for i, p in enumerate(procs):
+                    if p.poll() not in (None, 0) and i != killed:
+                        time.sleep(0.2)                # let its last lines arrive
+                        while not q.empty():
+                            j, text = q.get()
+                            lines.append((j, round(time.perf_counter() - t0, 3), text))
+                        raise RuntimeError(f"worker {i} exited with code {p.returncode} after "
+                                           f"{now - t0:.1f} s; its last lines:\n"
+                                           + "\n".join(t for w, _, t in lines[-20:] if w == i))
             try:
                 i, text = q.get(timeout=0.05)
             except queue.Empty:
@@ -216,6 +231,25 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
                 p.kill()
             p.wait()
     return Run(out, [p.returncode for p in procs], lines, wall, killed, killed_after)
+
+
+CONFIG = "run_config.json"
+
+
+def _claim(out: Path, config: dict) -> None:
+    """Record the run's configuration in ``out``, or refuse a relaunch into ``out`` that differs
+    from the run whose checkpoints it holds (resuming them would silently mix two runs)."""
+    path = out / CONFIG
+    if path.exists() and (out / "ckpt").exists():
+        before = json.loads(path.read_text())
+        differ = {k: (before.get(k), v) for k, v in config.items() if before.get(k) != v}
+        if differ:
+            what = ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in differ.items())
+            raise ValueError(f"out={str(out)!r} holds the checkpoints of another run ({what}): "
+                             f"resuming them would mix two runs. Relaunch with the same settings "
+                             f"to resume, or pass a new out folder (or delete this one) to start over")
+        return
+    path.write_text(json.dumps(config, indent=1))
 
 
 def main(argv=None):

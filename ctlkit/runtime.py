@@ -18,22 +18,9 @@ import sys
 
 import numpy as np
 
-from . import memory
+from . import memory, validate
 
 QUICK_ENV = "CTLKIT_QUICK"
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}; "
-                        f"pass e.g. {name}=10")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}; pass a positive count")
-    return int(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,23 +36,28 @@ class Budget:
     max_steps: int = 300
     max_examples: int = 2000
 
+    def __post_init__(self):
+        object.__setattr__(self, "quick", validate.flag("quick", self.quick))
+        for cap in ("max_epochs", "max_steps", "max_examples"):
+            object.__setattr__(self, cap, validate.positive_int(cap, getattr(self, cap)))
+
     @classmethod
     def from_env(cls) -> "Budget":
-        return cls(quick=_env_flag(QUICK_ENV))
+        return cls(quick=validate.env_flag(QUICK_ENV))
 
     def epochs(self, n: int) -> int:
         """Epochs to run: ``n``, or at most ``max_epochs`` in quick mode."""
-        n = _positive_int("n", n)
+        n = validate.positive_int("n", n)
         return min(n, self.max_epochs) if self.quick else n
 
     def steps(self, n: int) -> int:
         """Training steps to run: ``n``, or at most ``max_steps`` in quick mode."""
-        n = _positive_int("n", n)
+        n = validate.positive_int("n", n)
         return min(n, self.max_steps) if self.quick else n
 
     def examples(self, n: int) -> int:
         """Dataset size to use: ``n``, or at most ``max_examples`` in quick mode."""
-        n = _positive_int("n", n)
+        n = validate.positive_int("n", n)
         return min(n, self.max_examples) if self.quick else n
 
     def pick(self, full, quick):
@@ -114,13 +106,12 @@ class Runtime:
 
 def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy and TensorFlow (``keras.utils.set_random_seed``)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}; pass e.g. seed=0")
+    seed = validate.seed(seed)
     import keras
 
-    random.seed(int(seed))
-    np.random.seed(int(seed))
-    keras.utils.set_random_seed(int(seed))  # also seeds tf.random
+    random.seed(seed)
+    np.random.seed(seed)
+    keras.utils.set_random_seed(seed)  # also seeds tf.random
     # Keras < 3.11 keeps its global SeedGenerator (keras.random without a seed, Dropout) across
     # set_random_seed; newer Keras drops it there. Drop it on every version, so reruns repeat.
     try:
@@ -188,7 +179,7 @@ def versions() -> dict:
 def split_cpu(n: int) -> None:
     """Split the CPU into ``n`` logical devices, so ``MirroredStrategy`` has replicas to mirror
     over on any machine. Must run before TensorFlow starts its devices (first cell)."""
-    n = _positive_int("cpu_replicas", n)
+    n = validate.positive_int("cpu_replicas", n, example=2)
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -223,12 +214,12 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
     under any strategy scope), so one device gets no strategy at all.
     The global Keras precision policy is *not* changed: notebooks set it themselves.
     """
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
-    if not isinstance(memory_stats, bool):
-        raise TypeError(f"memory_stats must be True or False, got {memory_stats!r}")
+    deterministic = validate.flag("deterministic", deterministic)
+    memory_stats = validate.flag("memory_stats", memory_stats)
+    verbose = validate.flag("verbose", verbose)
+    seed = validate.seed(seed)
     if cpu_replicas is not None:
-        _positive_int("cpu_replicas", cpu_replicas)
+        cpu_replicas = validate.positive_int("cpu_replicas", cpu_replicas, example=2)
     if memory_stats:
         memory.enable_cpu_stats()   # before seeding: set_random_seed starts TensorFlow
     seed_everything(seed)

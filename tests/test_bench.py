@@ -164,4 +164,13 @@ def test_cli_writes_json_with_fit_as_the_reference(tmp_path, capsys):
 def test_cli_rejects_bad_arguments_with_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         bench.main(["--repeats", "0"])
-    assert exc.value.code == 2 and "repeats must be >= 1" in capsys.readouterr().err
+    assert exc.value.code == 2 and "repeats must be a positive int, got 0" in capsys.readouterr().err
+
+
+def test_cli_refuses_an_unwritable_json_path_before_running(tmp_path, capsys, monkeypatch):
+    from ctlkit import bench as bench_module
+
+    monkeypatch.setattr(bench_module, "run", lambda **kw: pytest.fail("the benchmark ran"))
+    with pytest.raises(SystemExit) as exc:
+        bench_module.main(["--quick", "--json", str(tmp_path / "no" / "such" / "dir" / "b.json")])
+    assert exc.value.code == 2 and "cannot write there" in capsys.readouterr().err

@@ -144,20 +144,20 @@ def test_unknown_dataset_name(bad):
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "64", True, None])
 def test_bad_batch_size(bad):
-    with pytest.raises(ValueError, match=r"batch_size must be a positive int"):
+    with pytest.raises((TypeError, ValueError), match=r"batch_size must be a positive int"):
         data.load("digits", batch_size=bad)
 
 
 @pytest.mark.parametrize("arg", ["val_fraction", "test_fraction"])
 @pytest.mark.parametrize("bad", [0, 0.0, 0.5, 0.9, -0.1, 1, "0.1", None])
 def test_bad_fractions(arg, bad):
-    with pytest.raises(ValueError, match=rf"{arg} must be a fraction between 0 and 0.5"):
+    with pytest.raises((TypeError, ValueError), match=rf"{arg} must be a fraction between 0 and 0.5"):
         data.load("digits", **{arg: bad})
 
 
 @pytest.mark.parametrize("bad", [0, -1, -500])
 def test_bad_max_examples_value(bad):
-    with pytest.raises(ValueError, match=r"max_examples must be >= 1"):
+    with pytest.raises(ValueError, match=r"max_examples must be a positive int, got"):
         data.load("digits", max_examples=bad)
 
 
@@ -173,9 +173,9 @@ def test_max_examples_too_small_to_stratify(tiny):
         data.load("digits", max_examples=tiny)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "0"])
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, np.int64(-1)])
 def test_bad_seed(bad):
-    with pytest.raises(ValueError, match=r"seed must be a non-negative int"):
+    with pytest.raises((TypeError, ValueError), match=r"seed must be a non-negative int"):
         data.load("digits", seed=bad)
 
 
@@ -309,7 +309,7 @@ def test_image_unknown_name(bad):
 
 @pytest.mark.parametrize("bad", [0, -1, 4, 7, 64.0, "64", True])
 def test_image_bad_size(bad):
-    with pytest.raises(ValueError, match=r"size must be an int >= 8 or None"):
+    with pytest.raises((TypeError, ValueError), match=r"size must be an int >= 8.*or size=None"):
         data.image("chelsea", size=bad)
 
 
@@ -317,3 +317,52 @@ def test_constants():
     assert data.DATASETS[0] == "digits"
     assert {"chelsea", "astronaut", "grace_hopper"} <= set(data.IMAGES)
     assert os.path.basename(data._keras_cache("mnist")) == "mnist.npz"
+
+
+# -- hostile inputs (issue 12): every spelling of a number, and refusals that name the fix --------
+@pytest.mark.parametrize("size", [np.int64(64), np.array(64), 64])
+def test_image_size_accepts_numpy_ints(size):
+    assert data.image("astronaut", size=size).shape[:2] == (64, 64)
+
+
+@pytest.mark.parametrize("size, err", [(7, ValueError), (64.0, TypeError), ("64", TypeError),
+                                       (True, TypeError), ([64], TypeError), (float("nan"), TypeError)])
+def test_image_size_refusals_name_the_argument_and_none(size, err):
+    with pytest.raises(err, match=r"size must be an int >= 8.*size=None"):
+        data.image("astronaut", size=size)
+
+
+@pytest.mark.parametrize("name", [None, 3, "", "CHELSEA", ["chelsea"]])
+def test_image_and_arrays_refuse_unknown_names(name):
+    with pytest.raises(ValueError, match="name must be one of"):
+        data.image(name)
+    with pytest.raises(ValueError, match="name must be one of"):
+        data.arrays(name)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(batch_size=np.int64(0)), "batch_size must be a positive int"),
+    (dict(val_fraction=float("nan")), "val_fraction must be a fraction"),
+    (dict(test_fraction=np.float32(0.7)), "test_fraction must be a fraction"),
+    (dict(flatten="yes"), "flatten must be True or False"),
+    (dict(fallback=1), "fallback must be True or False"),
+    (dict(max_examples=np.float64(100)), "max_examples must be a positive int"),
+])
+def test_load_hostile_arguments(kwargs, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        data.load("digits", **kwargs)
+
+
+def test_load_accepts_numpy_and_tensor_numbers():
+    import tensorflow as tf
+
+    splits = data.load("digits", batch_size=np.int64(32), val_fraction=np.float32(0.1),
+                       max_examples=tf.constant(400), seed=np.int32(1))
+    x, _ = next(iter(splits.train))
+    assert x.shape[0] == 32
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), "3", None])
+def test_online_refuses_bad_timeouts(timeout):
+    with pytest.raises((TypeError, ValueError), match="timeout must be"):
+        data.online(timeout)

@@ -56,10 +56,19 @@ def test_doctor_reports_a_bogus_ctlkit_monitor_without_crashing(monkeypatch, cap
     monkeypatch.setattr(data, "online", lambda timeout=3.0: False)
     monkeypatch.setenv("CTLKIT_MONITOR", "bogus")
     monkeypatch.setenv("CTLKIT_QUICK", "0")
-    assert cli.main(["doctor"]) == 0
+    assert cli.main(["doctor"]) == 1                      # an ERROR line means a failed check
     out = capsys.readouterr().out
     assert "monitor sink in this process: ERROR: CTLKIT_MONITOR must be one of" in out
     assert "quick mode (CTLKIT_QUICK=1): False" in out
+    assert "1 ERROR(s) above" in out
+
+
+def test_doctor_reports_a_bad_quick_flag_and_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr(data, "online", lambda timeout=3.0: False)
+    monkeypatch.setenv("CTLKIT_QUICK", "maybe")
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR: environment variable CTLKIT_QUICK='maybe' is neither on nor off" in out
 
 
 @pytest.mark.parametrize("argv, message", [(["bogus"], "invalid choice: 'bogus'"),

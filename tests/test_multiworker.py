@@ -51,9 +51,15 @@ def test_free_port_can_be_bound_on_loopback():
     (dict(batch=33), r"batch=33 must be divisible by workers=2"),
     (dict(ckpt_every=True), r"ckpt_every must be a positive int"),
     (dict(kill_after_checkpoint=10, kill_worker=0), r"kill_worker must name a non-chief worker"),
+    (dict(steps=np.float64(5)), r"steps must be a positive int"),
+    (dict(workers="2"), r"workers must be a positive int"),
+    (dict(lr=float("nan")), r"lr must be finite"),
+    (dict(lr=0), r"lr must be in \(0"),
+    (dict(seed=-1), r"seed must be a non-negative int"),
+    (dict(timeout=0), r"timeout must be in \(0"),
 ])
 def test_launch_rejects_bad_arguments(data_file, tmp_path, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((TypeError, ValueError), match=match):
         multiworker.launch(data_file, tmp_path, **kwargs)
 
 
@@ -104,3 +110,20 @@ def test_killed_worker_then_restart_resumes_bit_identically(uninterrupted, data_
     assert all(reference[s] == v for s, v in resumed.losses(0).items())
     for a, b in zip(resumed.weights(0), uninterrupted.weights(0)):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.timeout(120)
+def test_relaunch_with_other_settings_is_refused_before_any_worker_starts(uninterrupted, data_file):
+    for change, name in ((dict(steps=5), "steps"), (dict(batch=64), "batch"), (dict(lr=1e-3), "lr"),
+                         (dict(seed=1), "seed")):
+        with pytest.raises(ValueError, match=rf"holds the checkpoints of another run \({name} was"):
+            multiworker.launch(data_file, uninterrupted.out, **{**LAUNCH, **change})
+    assert json.loads((uninterrupted.out / multiworker.CONFIG).read_text())["steps"] == STEPS
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_dies_at_start_fails_the_launch_at_once(tmp_path):
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"not an npz file")            # each worker dies loading it
+    with pytest.raises(RuntimeError, match=r"worker \d exited with code 1 after"):
+        multiworker.launch(broken, tmp_path / "out", steps=4, batch=32, timeout=100)

@@ -53,7 +53,7 @@ def test_budget_is_frozen():
 @pytest.mark.parametrize("bad", [0, -1, -100])
 def test_budget_rejects_non_positive_counts(method, bad):
     for quick in (True, False):
-        with pytest.raises(ValueError, match=r"n must be >= 1"):
+        with pytest.raises(ValueError, match=r"n must be a positive int, got"):
             getattr(Budget(quick=quick), method)(bad)
 
 
@@ -72,11 +72,39 @@ def test_budget_reads_quick_from_env(monkeypatch, value):
     assert b.epochs(30) == 3
 
 
-@pytest.mark.parametrize("value", ["0", "", "false", "no", "off", "2"])
+@pytest.mark.parametrize("value", ["0", "", "false", "no", "off", "N", " 0 "])
 def test_budget_env_not_quick(monkeypatch, value):
     monkeypatch.setenv("CTLKIT_QUICK", value)
     assert budget().quick is False
     assert budget().epochs(30) == 30
+
+
+@pytest.mark.parametrize("value", ["2", "enabled", "disabled", "quick", "-1", "maybe"])
+def test_budget_env_neither_on_nor_off_is_an_error_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv("CTLKIT_QUICK", value)
+    with pytest.raises(ValueError, match=r"CTLKIT_QUICK=.*set it to 1"):
+        budget()
+
+
+@pytest.mark.parametrize("bad", ["no", "yes", 1, 0, None, "False"])
+def test_budget_quick_must_be_a_bool_not_a_truthy_value(bad):
+    with pytest.raises(TypeError, match="quick must be True or False"):
+        Budget(quick=bad)
+
+
+def test_budget_quick_accepts_numpy_bools_and_caps_must_be_positive():
+    assert Budget(quick=np.bool_(True)).quick is True
+    with pytest.raises(ValueError, match="max_steps must be a positive int"):
+        Budget(max_steps=0)
+    with pytest.raises(TypeError, match="max_epochs must be a positive int"):
+        Budget(max_epochs=2.0)
+
+
+@pytest.mark.parametrize("n", [np.int64(1000), np.int32(1000), tf.constant(1000),
+                               np.array(1000), tf.constant(1000, tf.int64)])
+def test_budget_accepts_numpy_and_tensor_ints(n):
+    b = Budget(quick=True)
+    assert b.steps(n) == 300 and type(b.steps(n)) is int
 
 
 def test_budget_env_unset_is_full_mode(monkeypatch):
@@ -115,10 +143,15 @@ def test_setup_different_seed_differs():
         assert not np.array_equal(x, y)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, True])
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, True, np.int64(-3), [0]])
 def test_setup_rejects_bad_seed(bad):
-    with pytest.raises(ValueError, match=r"seed must be a non-negative int"):
+    with pytest.raises((TypeError, ValueError), match=r"seed must be a non-negative int"):
         setup(seed=bad, verbose=False)
+
+
+@pytest.mark.parametrize("seed", [np.int64(5), tf.constant(5), np.array(5)])
+def test_setup_accepts_numpy_and_tensor_seeds(seed):
+    assert setup(seed=seed, verbose=False).seed == 5
 
 
 @pytest.mark.parametrize("bad", [1, "yes", None])
