@@ -20,6 +20,8 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+
+from . import validate
 import tensorflow as tf
 
 FIX = ("give it an input_signature with None for the axes that vary (tf.TensorSpec([None, ...])) "
@@ -153,11 +155,7 @@ class TraceWatcher:
 
     def __init__(self, fn, *, storm: int = 5, name: str | None = None):
         self.fn = _check_function(fn)
-        if isinstance(storm, bool) or not isinstance(storm, (int, np.integer)):
-            raise TypeError(f"storm must be an int (the traces allowed before a warning), got "
-                            f"{type(storm).__name__} {storm!r}; pass e.g. storm=5")
-        if storm < 1:
-            raise ValueError(f"storm must be >= 1, got {storm}; pass e.g. storm=5")
+        storm = validate.positive_int("storm", storm, example=5)   # traces allowed before a warning
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}; pass e.g. name='step'")
         self.storm, self.calls, self.traces, self.warned = int(storm), 0, [], False

@@ -25,8 +25,9 @@ def _scalar(value):
     return value
 
 
-def integer(name: str, value, *, minimum: int = 1, example: int = 10) -> int:
-    """``value`` as a Python int >= ``minimum`` (int, NumPy integer or 0-d integer tensor)."""
+def integer(name: str, value, *, minimum: int = 1, maximum: int | None = None,
+            example: int = 10) -> int:
+    """``value`` as a Python int in [minimum, maximum] (int, NumPy integer or 0-d int tensor)."""
     what = {1: "a positive int", 0: "a non-negative int"}.get(minimum, f"an int >= {minimum}")
     v = _scalar(value)
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
@@ -35,6 +36,9 @@ def integer(name: str, value, *, minimum: int = 1, example: int = 10) -> int:
                         f"pass e.g. {name}={example}")
     if v < minimum:
         raise ValueError(f"{name} must be {what}, got {int(v)}; pass e.g. {name}={example}")
+    if maximum is not None and v > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {int(v)}; pass e.g. "
+                         f"{name}={example}")
     return int(v)
 
 
@@ -43,9 +47,12 @@ def positive_int(name: str, value, example: int = 10) -> int:
     return integer(name, value, minimum=1, example=example)
 
 
+SEED_MAX = 2 ** 32 - 1   # NumPy's and scikit-learn's seeds are 32-bit
+
+
 def seed(value, name: str = "seed") -> int:
-    """A random seed: a non-negative int (NumPy and tensor ints accepted)."""
-    return integer(name, value, minimum=0, example=0)
+    """A random seed: an int in [0, 2**32 - 1] (NumPy and tensor ints accepted)."""
+    return integer(name, value, minimum=0, maximum=SEED_MAX, example=0)
 
 
 def number(name: str, value, *, low=-math.inf, high=math.inf, low_open=False, high_open=False,

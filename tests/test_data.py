@@ -366,3 +366,8 @@ def test_load_accepts_numpy_and_tensor_numbers():
 def test_online_refuses_bad_timeouts(timeout):
     with pytest.raises((TypeError, ValueError), match="timeout must be"):
         data.online(timeout)
+
+
+def test_a_seed_too_large_is_reported_as_a_seed_problem_not_max_examples():
+    with pytest.raises(ValueError, match=r"^seed must be at most"):
+        data.load("digits", seed=2**40, max_examples=500)

@@ -63,7 +63,7 @@ def _resolve(stack: str, targets: list[str], report: Path) -> dict:
 def test_runtime_dependencies_are_only_what_the_kit_imports():
     names = {_norm(re.split(r"[<>=!~ ;\[]", r, 1)[0]) for r in _requirements()}
     assert names == {"tensorflow", "keras", "numpy", "matplotlib", "pillow", "ipython",
-                     "ipywidgets", "scikit-learn", "scikit-image"}
+                     "ipywidgets", "scikit-learn", "scikit-image", "tensorboard"}
     assert not names & JUPYTER
 
 

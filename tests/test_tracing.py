@@ -226,10 +226,17 @@ def test_non_callable_is_refused():
 
 
 @pytest.mark.parametrize("storm, error", [(0, ValueError), (-2, ValueError), (2.5, TypeError),
-                                          (True, TypeError), ("5", TypeError)])
+                                          (True, TypeError), ("5", TypeError), (None, TypeError),
+                                          (float("nan"), TypeError), ([5], TypeError),
+                                          (np.int64(0), ValueError)])
 def test_bad_storm(storm, error):
     with pytest.raises(error, match="storm must be"):
         watch(make_fn(), storm=storm)
+
+
+@pytest.mark.parametrize("storm", [np.int64(3), np.array(3), tf.constant(3)])
+def test_storm_accepts_numpy_and_tensor_ints(storm):
+    assert watch(make_fn(), storm=storm).storm == 3
 
 
 def test_bad_name():

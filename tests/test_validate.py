@@ -101,3 +101,10 @@ def test_env_flag_refuses_anything_else(monkeypatch, raw):
     monkeypatch.setenv("CTLKIT_TEST_FLAG", raw)
     with pytest.raises(ValueError, match=r"CTLKIT_TEST_FLAG=.* neither on nor off: set it to 1"):
         validate.env_flag("CTLKIT_TEST_FLAG")
+
+
+@pytest.mark.parametrize("value", [2**32, 2**40, np.uint64(2**63)])
+def test_seed_too_large_for_numpy_is_refused_as_a_seed_problem(value):
+    with pytest.raises(ValueError, match=r"seed must be at most 4294967295"):
+        validate.seed(value)
+    assert validate.seed(2**32 - 1) == 2**32 - 1
