@@ -61,7 +61,7 @@ def _resolve(stack: str, targets: list[str], report: Path) -> dict:
 
 
 def test_runtime_dependencies_are_only_what_the_kit_imports():
-    names = {_norm(re.split(r"[<>=!~ ;\[]", r, 1)[0]) for r in _requirements()}
+    names = {_norm(re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0]) for r in _requirements()}
     assert names == {"tensorflow", "keras", "numpy", "matplotlib", "pillow", "ipython",
                      "ipywidgets", "scikit-learn", "scikit-image", "tensorboard"}
     assert not names & JUPYTER
@@ -84,7 +84,7 @@ def test_floors_are_the_oldest_tested_versions(stack):
 
 @pytest.mark.parametrize("stack", PINNED)
 def test_installing_the_kit_on_colab_adds_only_the_kit(stack, tmp_path):
-    names = [re.split(r"[<>=!~ ;\[]", r, 1)[0] for r in _requirements()]
+    names = [re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0] for r in _requirements()]
     with ThreadPoolExecutor(2) as pool:                 # two resolutions at once: ~20 s, not 40
         colab = pool.submit(_resolve, stack, names, tmp_path / "colab.json")
         kit = pool.submit(_resolve, stack, [str(ROOT)], tmp_path / "kit.json")
