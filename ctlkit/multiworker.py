@@ -205,15 +205,7 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
                     if p.poll() is None:
                         p.kill()
             if kill_others_at is None:             # a worker that dies on its own fails the run now
-                for i, p in enumerate(procs):
-                    if p.poll() not in (None, 0) and i != killed:
-                        time.sleep(0.2)                # let its last lines arrive
-                        while not q.empty():
-                            j, text = q.get()
-                            lines.append((j, round(time.perf_counter() - t0, 3), text))
-                        raise RuntimeError(f"worker {i} exited with code {p.returncode} after "
-                                           f"{now - t0:.1f} s; its last lines:\n"
-                                           + "\n".join(t for w, _, t in lines[-20:] if w == i))
+                _fail_if_a_worker_died(procs, q, lines, t0)
             try:
                 i, text = q.get(timeout=0.05)
             except queue.Empty:
@@ -225,12 +217,31 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
                 killed, killed_after = kill_worker, int(text.split()[2])
                 kill_others_at = time.perf_counter() + grace
         wall = time.perf_counter() - t0
+        if kill_others_at is None:
+            # Every stdout is closed, but a worker that died may not have been reaped when the loop
+            # last looked (both workers dying together closed the loop first): look once more.
+            for p in procs:
+                p.wait(timeout=max(1.0, t0 + timeout - time.perf_counter()))
+            _fail_if_a_worker_died(procs, q, lines, t0)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
             p.wait()
     return Run(out, [p.returncode for p in procs], lines, wall, killed, killed_after)
+
+
+def _fail_if_a_worker_died(procs, q, lines, t0) -> None:
+    """Raise RuntimeError with its last lines if a worker exited non-zero on its own."""
+    for i, p in enumerate(procs):
+        if p.poll() not in (None, 0):
+            now = time.perf_counter()
+            time.sleep(0.2)                        # let its last lines arrive
+            while not q.empty():
+                j, text = q.get()
+                lines.append((j, round(time.perf_counter() - t0, 3), text))
+            raise RuntimeError(f"worker {i} exited with code {p.returncode} after {now - t0:.1f} s; "
+                               f"its last lines:\n" + "\n".join(t for w, _, t in lines[-20:] if w == i))
 
 
 CONFIG = "run_config.json"
