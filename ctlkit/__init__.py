@@ -4,10 +4,10 @@ The training step a notebook teaches is written in the notebook; ctlkit only set
 the runtime, loads offline data, shows the live monitor, measures gradients and checks
 exercises. Importing it has no side effects.
 """
-from . import checks, data, grads, memory, runtime, tracing
+from . import checks, data, exercises, grads, memory, runtime, tracing
 from .monitor import Monitor, NonFiniteError
 from .runtime import Budget, Runtime, budget, setup
 
 __version__ = "0.1.0"
 __all__ = ["setup", "budget", "Budget", "Runtime", "Monitor", "NonFiniteError",
-           "data", "grads", "checks", "memory", "runtime", "tracing", "__version__"]
+           "data", "grads", "checks", "exercises", "memory", "runtime", "tracing", "__version__"]

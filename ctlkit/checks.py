@@ -76,8 +76,17 @@ def _name_and_flags(name, fn, **flags):
 
 
 def _normalise_cases(cases):
-    """A list of argument tuples: a tuple or list case holds the arguments, anything else is one."""
-    if (cases is None or isinstance(cases, (str, bytes, dict, set, frozenset, np.ndarray))
+    """A list of (label, argument tuple). ``cases`` is a list (a tuple or list case holds the
+    arguments, anything else is the only argument; labels are "case 1", ...) or a dict from a label
+    that says what the case is ("rows of very different scale") to its arguments."""
+    if isinstance(cases, dict):
+        if not all(isinstance(k, str) for k in cases):
+            raise TypeError("cases as a dict must map a label (a string saying what the case is) to "
+                            "its arguments, e.g. {'a batch of one': (x1,)}")
+        labels, cases = list(cases), list(cases.values())
+    else:
+        labels = None
+    if (cases is None or isinstance(cases, (str, bytes, set, frozenset, np.ndarray))
             or tf.is_tensor(cases) or not hasattr(cases, "__iter__")):
         raise TypeError(f"cases must be a list of argument tuples, e.g. cases=[(x,), (x, y)], "
                         f"got {type(cases).__name__}")
@@ -89,7 +98,8 @@ def _normalise_cases(cases):
         out.append(tuple(c) if isinstance(c, (tuple, list)) else (c,))
     if not out:
         raise ValueError("cases is empty: give at least one tuple of arguments to try")
-    return out
+    labels = labels or [f"case {k + 1}" for k in range(len(out))]
+    return list(zip(labels, out))
 
 
 # -- compare --------------------------------------------------------------------------------------
@@ -207,13 +217,44 @@ def _own_copy(x, memo):
     return out
 
 
+_HINTS = (  # (words in the error, what to do): the first match is added to the message
+    (("as a Python `bool`", "OperatorNotAllowedInGraph"),
+     "a Python `if`, `and`, `or` or `while` on a tensor cannot run in this graph: use tf.where "
+     "(element-wise) or tf.cond (one branch) instead"),
+    (("has no attribute 'numpy'", "numpy() is only available"),
+     ".numpy() does not exist inside a tf.function: stay with TensorFlow ops"),
+    (("singleton tf.Variable", "creating variables on a non-first call"),
+     "a tf.Variable is created inside the step on every call: create it once, outside the step"),
+    (("unsupported operand type(s) for", "NoneType"),
+     "a gradient is None: was the tensor watched (tape.watch for a plain tensor), and does the "
+     "loss depend on it through TensorFlow ops only?"),
+)
+
+
+def explain(error: BaseException) -> str:
+    """One or two lines a learner can act on: the error's type, its own message without the
+    file paths and traceback TensorFlow wraps around it, and a hint for the common mistakes."""
+    text = str(error)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    keep = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "return ", "in user code",
+                                                     "in converted code", "Detected at node",
+                                                     "Encountered when calling"))
+            and "site-packages" not in ln and not ln.startswith("/")]
+    message = " ".join(keep[:2]) if keep else (lines[-1] if lines else "")
+    if len(message) > 240:
+        message = message[:237] + "..."
+    hint = next((h for words, h in _HINTS if any(w in text or w in type(error).__name__
+                                                for w in words)), None)
+    return f"{type(error).__name__}: {message}".strip().rstrip(":") + (f". Hint: {hint}." if hint else "")
+
+
 def _call(fn, args, label):
     try:
         return fn(*args), None
     except NotImplementedError:
         return None, f"{label}: not written yet (it raised NotImplementedError)."
     except Exception as e:  # noqa: BLE001 - the learner's error is the message
-        return None, f"{label}: raised {type(e).__name__}: {e}".strip()[:400]
+        return None, f"{label}: raised {explain(e)}"
 
 
 def _gradients(fn, args):
@@ -258,7 +299,8 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
     """Call ``fn`` and ``reference`` on each case and compare.
 
     cases:          a list; a tuple or list case holds the arguments of one call, anything else
-                    is the only argument. Each function gets its own copy of them (_own_copy).
+                    is the only argument. Or a dict {label: arguments} whose labels say what each
+                    case is. Each function gets its own copy of the arguments (_own_copy).
     differentiable: also compare the gradients of sum(output) with respect to every
                     floating-point argument (catches ``.numpy()`` round trips, integer casts).
     verbose:        also print the report. It is returned either way, and a report that ends
@@ -272,8 +314,7 @@ def check_function(fn, reference, cases, *, name=None, rtol=1e-5, atol=1e-6,
     name = _name_and_flags(name, fn, differentiable=differentiable, verbose=verbose)
     rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
     problems = []
-    for k, args in enumerate(cases):
-        label = f"case {k + 1}"
+    for label, args in cases:
         want, err = _call(reference, _own_copy(args, {}), "the reference")
         if err:
             raise RuntimeError(f"checker bug: {err} ({label} called it with {len(args)} "
@@ -311,8 +352,8 @@ def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report
     name = _name_and_flags(name, fn, verbose=verbose)
     before = fn.experimental_get_tracing_count()
     problems = []
-    for k, args in enumerate(cases):
-        _, err = _call(fn, args, f"case {k + 1}")
+    for label, args in cases:
+        _, err = _call(fn, args, label)
         if err:
             problems.append(err)
             break
@@ -326,3 +367,101 @@ def check_traces(fn, cases, *, max_traces=1, name=None, verbose=False) -> Report
     if verbose:
         print(report)
     return report
+
+
+# -- training steps -------------------------------------------------------------------------------
+def _weights(model):
+    """[(a name for messages, value)] of every weight (trainable or not), in the model's order."""
+    out = []
+    for k, v in enumerate(model.weights):
+        layer = (getattr(v, "path", None) or v.name).split("/")
+        short = "/".join(layer[-2:]) if len(layer) > 1 else layer[0]
+        out.append((f"weight {k} ({short.split(':')[0]})", np.array(v.numpy())))
+    return out
+
+
+def _weight_problems(got, want, label, rtol, atol):
+    if len(got) != len(want):
+        return [f"on {label}, the model has {len(got)} weights, the reference's {len(want)}."]
+    return [p for (name, g), (_, w) in zip(got, want)
+            for p in compare(g, w, where=f"on {label}, {name} after the step", rtol=rtol, atol=atol)]
+
+
+def check_step(factory, reference, build, batches, *, args=(), state=None, name=None,
+               rtol=1e-5, atol=1e-6, max_traces=1, verbose=False) -> Report:
+    """Train one fresh setup with the learner's step and one with the reference's; compare.
+
+    factory:    the learner's ``factory(model, optimizer, *args) -> step``; ``step(*batch)``
+                returns the loss (or whatever the exercise asks) and updates the model.
+    reference:  the same, written right.
+    build:      ``build() -> (model, optimizer)``, a fresh pair that starts from the same point
+                each time it is called (seed it, or set fixed weights).
+    batches:    a dict ``{label: batch}`` (or a list of batches); a batch is the tuple of
+                arguments of one call. The label names the batch in messages, e.g.
+                ``{"a batch whose gradient norm is above the clip": (x, y)}``; include one batch
+                where the behaviour under test changes the result.
+    state:      ``state(model, optimizer) -> dict`` of more things to compare after each call
+                (the loss scale, a step counter).
+    After every call the returned value, every weight of the model and ``state`` must match the
+    reference's; the first call that differs is reported. The step must be a ``tf.function``
+    that traces at most ``max_traces`` times over all batches (give batches of one shape unless
+    the exercise is about shapes).
+    """
+    for arg, f in (("factory", factory), ("reference", reference), ("build", build)):
+        if not callable(f):
+            raise TypeError(f"{arg} must be a function, got {type(f).__name__}")
+    if state is not None and not callable(state):
+        raise TypeError(f"state must be a function (model, optimizer) -> dict, or None, got "
+                        f"{type(state).__name__}")
+    cases = _normalise_cases(batches)
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    name = _name_and_flags(name, factory, verbose=verbose)
+    rtol, atol = _tolerance(rtol, "rtol"), _tolerance(atol, "atol")
+
+    def report(problems):
+        r = Report(name=name, problems=problems, cases=len(cases))
+        if verbose:
+            print(r)
+        return r
+
+    mine, theirs = build(), build()
+    step, err = _call(factory, (*mine, *args), name)
+    if err:
+        return report([err])
+    ref_step, err = _call(reference, (*theirs, *args), "the reference")
+    if err:
+        raise RuntimeError(f"checker bug: {err}")
+    if not callable(step):
+        return report([f"{name} returned {type(step).__name__}, not a step function: return the "
+                       f"step (e.g. `return step`), not its result."])
+    if not hasattr(step, "experimental_get_tracing_count"):
+        return report([f"{name} returned a plain Python function: compile the step with "
+                       f"@tf.function (or tf.function(step)) so it runs as one graph."])
+    start = _weights(mine[0])
+    for label, batch in cases:
+        want, err = _call(ref_step, _own_copy(batch, {}), "the reference")
+        if err:
+            raise RuntimeError(f"checker bug: {err} (on {label})")
+        got, err = _call(step, _own_copy(batch, {}), f"on {label}, your step")
+        if err:
+            return report([err])
+        problems = compare(got, want, where=f"on {label}, the value your step returned",
+                           rtol=rtol, atol=atol)
+        w_got, w_want = _weights(mine[0]), _weights(theirs[0])
+        weight_problems = _weight_problems(w_got, w_want, label, rtol, atol)
+        unchanged = lambda ws: all(np.array_equal(a, b) for (_, a), (_, b) in zip(ws, start))  # noqa: E731
+        if weight_problems and unchanged(w_got) and not unchanged(w_want):
+            weight_problems = [f"on {label}, your step left every weight unchanged where the "
+                               f"reference updated them: is optimizer.apply_gradients called?"]
+        problems += weight_problems[:2]
+        if state is not None and not weight_problems:
+            problems += compare(state(*mine), state(*theirs),
+                                where=f"on {label}, the optimizer state", rtol=rtol, atol=atol)
+        if problems:
+            return report(problems)
+    traces = step.experimental_get_tracing_count()
+    if traces > max_traces:
+        return report([f"your step traced {traces} times for {len(cases)} calls (allowed: "
+                       f"{max_traces}): a Python number or a new Python object in the arguments, "
+                       f"or a tf.function created inside the step, retraces it."])
+    return report([])

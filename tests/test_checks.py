@@ -245,13 +245,17 @@ def test_fn_must_be_callable(bad):
         check_function(ref_square, bad, cases=[(X,)])
 
 
-@pytest.mark.parametrize("bad", [None, 3, "x", b"x", np.ones((2, 2)), tf.ones((2, 2)),
-                                 {"x": X}])
+@pytest.mark.parametrize("bad", [None, 3, "x", b"x", np.ones((2, 2)), tf.ones((2, 2))])
 def test_cases_must_be_a_list(bad):
     with pytest.raises(TypeError, match=r"cases must be a list of argument tuples"):
         check_function(ref_square, ref_square, cases=bad)
     with pytest.raises(TypeError, match=r"cases must be a list of argument tuples"):
         check_traces(tf.function(ref_square), cases=bad)
+
+
+def test_a_dict_of_cases_labels_them():      # {label: arguments}, not a list of arguments
+    report = check_function(lambda x: x, ref_square, cases={"the matrix X": X})
+    assert not report.ok and report.problems[0].startswith("the matrix X:")
 
 
 def test_cases_must_not_be_empty():
@@ -576,8 +580,7 @@ def test_hostile_max_traces_out_of_range(bad):
         check_traces(tf.function(ref_square), cases=[(X,)], max_traces=bad)
 
 
-@pytest.mark.parametrize("bad", [None, 3, "x", b"x", np.ones((2, 2)), tf.ones((2, 2)),
-                                 {"x": X}, {1}])
+@pytest.mark.parametrize("bad", [None, 3, "x", b"x", np.ones((2, 2)), tf.ones((2, 2)), {1}])
 def test_hostile_check_traces_cases_of_the_wrong_type(bad):
     with pytest.raises(TypeError, match=r"cases must be a list of argument tuples"):
         check_traces(tf.function(ref_square), cases=bad)

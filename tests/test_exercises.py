@@ -1,0 +1,140 @@
+"""The exercise registry (ctlkit.exercises), the step checker and the error explanations
+(ctlkit.checks.check_step, explain, labelled cases)."""
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ctlkit
+from ctlkit import checks, exercises
+
+
+def test_every_notebook_with_exercises_has_a_module_and_keys_are_well_formed():
+    keys = exercises.names()
+    assert "03.clipped_step" in keys and "03.accuracy" in keys
+    assert all(re.fullmatch(r"\d\d\.[a-z_][a-z0-9_]*", k) for k in keys)
+    assert exercises.names("03") == ["03.accuracy", "03.clipped_step"]
+    assert ctlkit.exercises is exercises and "exercises" in ctlkit.__all__
+
+
+@pytest.mark.parametrize("key, error, words", [
+    ("3.accuracy", ValueError, "look like '03.clipped_step'"),
+    ("03", ValueError, "look like"),
+    (3, ValueError, "look like"),
+    ("03.no_such", ValueError, r"notebook 03 has \['03.accuracy', '03.clipped_step'\]"),
+    ("99.thing", ValueError, "known:"),
+])
+def test_bad_keys_are_refused_naming_the_fix(key, error, words):
+    with pytest.raises(error, match=words):
+        exercises.check(key, lambda *a: None)
+
+
+def test_a_result_instead_of_a_function_is_refused():
+    with pytest.raises(TypeError, match="pass your function itself"):
+        exercises.check("03.accuracy", 0.5)
+    with pytest.raises(ValueError, match="two-digit"):
+        exercises.names("3")
+
+
+def test_a_checker_that_breaks_reports_instead_of_stopping(monkeypatch):
+    from ctlkit.exercises import nb03
+
+    def broken(fn):
+        raise KeyError("boom")
+    monkeypatch.setitem(nb03.EXERCISES, "accuracy", broken)
+    report = exercises.check("03.accuracy", lambda l, y: 0)
+    assert not report.ok and "KeyError" in str(report)
+
+
+def test_labelled_cases_name_themselves_in_the_report():
+    report = checks.check_function(lambda x: x + 1, lambda x: x, {"a batch of one": (tf.ones([1]),)})
+    assert not report.ok and report.problems[0].startswith("a batch of one:")
+    with pytest.raises(TypeError, match="map a label"):
+        checks.check_function(lambda x: x, lambda x: x, {1: (1,)})
+
+
+@pytest.mark.parametrize("make_error, words", [
+    (lambda: tf.function(lambda x: 1 if x > 0 else 0, autograph=False)(tf.constant(1.0)), "tf.where"),
+    (lambda: tf.function(lambda x: x.numpy())(tf.constant(1.0)), r"\.numpy\(\) does not exist inside"),
+    (lambda: None + tf.constant(1.0), "gradient is None"),
+])
+def test_explain_keeps_the_real_error_and_adds_the_hint(make_error, words):
+    try:
+        make_error()
+    except Exception as e:  # noqa: BLE001
+        text = checks.explain(e)
+    assert re.search(words, text), text
+    assert "site-packages" not in text and "File \"" not in text and len(text) < 600
+
+
+# -- check_step ------------------------------------------------------------------------------------
+def _build():
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    return model, keras.optimizers.SGD(0.1)
+
+
+def _factory(scale=1.0, returns="loss", compiled=True, n_traces=False):
+    def factory(model, optimizer):
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(x) - y))
+            grads = [g * scale for g in tape.gradient(loss, model.trainable_variables)]
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss if returns == "loss" else 2 * loss
+        return tf.function(step, reduce_retracing=False) if compiled else step
+    return factory
+
+
+BATCHES = {"batch A": (tf.ones([4, 3]), tf.zeros([4, 2])), "batch B": (tf.fill([4, 3], 2.0), tf.ones([4, 2]))}
+
+
+def test_check_step_passes_the_reference_and_names_the_batch_that_differs():
+    assert checks.check_step(_factory(), _factory(), _build, BATCHES).ok
+    report = checks.check_step(_factory(scale=2.0), _factory(), _build, BATCHES)
+    assert not report.ok and "on batch A, weight 0" in report.problems[0]
+    report = checks.check_step(_factory(returns="twice"), _factory(), _build, BATCHES)
+    assert "value your step returned" in report.problems[0]
+    report = checks.check_step(_factory(compiled=False), _factory(), _build, BATCHES)
+    assert "@tf.function" in report.problems[0]
+    report = checks.check_step(lambda m, o: 3, _factory(), _build, BATCHES)
+    assert "not a step function" in report.problems[0]
+
+
+def test_check_step_counts_traces_and_compares_state():
+    shapes = {"4 rows": (tf.ones([4, 3]), tf.zeros([4, 2])), "5 rows": (tf.ones([5, 3]), tf.zeros([5, 2]))}
+    report = checks.check_step(_factory(), _factory(), _build, shapes)
+    assert not report.ok and "traced 2 times" in report.problems[0]
+    assert checks.check_step(_factory(), _factory(), _build, shapes, max_traces=2).ok
+    calls = []
+
+    def state(model, optimizer):
+        calls.append(1)
+        return {"iterations": int(optimizer.iterations) + (len(calls) % 2)}   # differs on purpose
+    report = checks.check_step(_factory(), _factory(), _build, BATCHES, state=state)
+    assert "the optimizer state['iterations']" in report.problems[0]
+
+
+def test_check_step_refuses_bad_arguments():
+    with pytest.raises(TypeError, match="build must be a function"):
+        checks.check_step(_factory(), _factory(), None, BATCHES)
+    with pytest.raises(TypeError, match="state must be a function"):
+        checks.check_step(_factory(), _factory(), _build, BATCHES, state={})
+    with pytest.raises(ValueError, match="cases is empty"):
+        checks.check_step(_factory(), _factory(), _build, {})
+
+
+def test_check_step_explains_an_error_inside_the_step():
+    def factory(model, optimizer):
+        @tf.function(autograph=False)
+        def step(x, y):
+            loss = tf.reduce_mean(model(x))
+            if loss > 0:
+                loss = -loss
+            return loss
+        return step
+    report = checks.check_step(factory, _factory(), _build, BATCHES)
+    assert not report.ok and "on batch A, your step: raised" in report.problems[0]
+    assert "tf.where" in report.problems[0]
