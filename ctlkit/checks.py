@@ -238,7 +238,9 @@ def explain(error: BaseException) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     keep = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "return ", "in user code",
                                                      "in converted code", "Detected at node",
-                                                     "Encountered when calling"))
+                                                     "Encountered when calling",
+                                                     "Graph execution error",
+                                                     "<stack traces unavailable>", "[[{{node"))
             and "site-packages" not in ln and not ln.startswith("/")]
     message = " ".join(keep[:2]) if keep else (lines[-1] if lines else "")
     if len(message) > 240:
@@ -248,11 +250,22 @@ def explain(error: BaseException) -> str:
     return f"{type(error).__name__}: {message}".strip().rstrip(":") + (f". Hint: {hint}." if hint else "")
 
 
+def _bare(error: NotImplementedError) -> bool:
+    """True for a bare ``raise NotImplementedError`` (also as a tf.function re-raises it, with
+    its traceback in the message); False for one with a message of its own (NumPy's, say)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    return all(ln.startswith(("File ", "Traceback", "in user code", "in converted code",
+                              "raise NotImplementedError", "NotImplementedError"))
+               or "site-packages" in ln or ln.startswith("/") for ln in lines)
+
+
 def _call(fn, args, label):
     try:
         return fn(*args), None
-    except NotImplementedError:
-        return None, f"{label}: not written yet (it raised NotImplementedError)."
+    except NotImplementedError as e:
+        if _bare(e):                     # the exercise's own `raise NotImplementedError`
+            return None, f"{label}: not written yet (it raised NotImplementedError)."
+        return None, f"{label}: raised {explain(e)}"   # e.g. NumPy given a symbolic tensor
     except Exception as e:  # noqa: BLE001 - the learner's error is the message
         return None, f"{label}: raised {explain(e)}"
 

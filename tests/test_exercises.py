@@ -138,3 +138,22 @@ def test_check_step_explains_an_error_inside_the_step():
     report = checks.check_step(factory, _factory(), _build, BATCHES)
     assert not report.ok and "on batch A, your step: raised" in report.problems[0]
     assert "tf.where" in report.problems[0]
+
+
+def test_only_the_bare_not_implemented_error_means_not_written_yet():
+    def numpy_on_a_symbolic_tensor(x):
+        raise NotImplementedError("Cannot convert a symbolic tf.Tensor to a numpy array")
+    report = checks.check_function(numpy_on_a_symbolic_tensor, lambda x: x, [(1.0,)])
+    assert "not written yet" not in str(report) and "Cannot convert a symbolic" in str(report)
+
+
+def test_a_graph_execution_error_shows_its_own_message():
+    @tf.function
+    def bad(x):
+        tf.debugging.assert_positive(x, message="x must be positive")
+        return x
+    try:
+        bad(tf.constant(-1.0))
+    except Exception as e:  # noqa: BLE001
+        text = checks.explain(e)
+    assert "x must be positive" in text and "stack traces" not in text and "{{node" not in text, text

@@ -1,0 +1,109 @@
+"""Notebook 01, GradientTape: a gradient with a tape, a second derivative with nested tapes,
+a NumPy function made differentiable."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ..checks import Report, check_function
+from .nb00 import merge
+
+
+def _f64(values):
+    return tf.constant(np.asarray(values, dtype=np.float64))
+
+
+def _explain_none(report: Report, hint: str) -> Report:
+    """Say why a gradient comes back None instead of only "expected a value of shape [4]"."""
+    report.problems = [p.split(" is None; expected")[0] + f" is None. {hint}"
+                       if " is None; expected" in p else p for p in report.problems]
+    return report
+
+
+def _tensor_problems(fn, case, name):
+    """A NumPy array or Python number passes a value comparison; the exercise asks for a tensor."""
+    try:
+        out = fn(*case)
+    except Exception:  # noqa: BLE001 - already reported by check_function
+        return []
+    if isinstance(out, (np.ndarray, np.generic, float, int)):
+        return [f"{name} returned a {type(out).__name__}, not a tensor: return what "
+                f"tape.gradient gives you (no .numpy()), so it can flow on through TensorFlow."]
+    return []
+
+
+# -- 01.grad_x2_sin -------------------------------------------------------------------------------
+def _reference_grad_x2_sin(x):
+    return 2 * x * tf.sin(x) + x**2 * tf.cos(x)
+
+
+def grad_x2_sin(fn):
+    cases = {
+        "a float64 vector with 0 and a negative point": (_f64([0.0, 0.5, -1.3, 2.0]),),
+        "a 0-d float64 tensor, x = 3": (_f64(3.0),),
+        "a 2 x 3 float64 matrix (elementwise, shape kept)":
+            (_f64([[0.1, -0.7, 1.1], [2.5, -3.0, 4.2]]),),
+        "large points, 10 to 30 (where the x**2 cos x term dominates)":
+            (_f64([10.0, -17.5, 30.0]),),
+    }
+    report = _explain_none(
+        check_function(fn, _reference_grad_x2_sin, cases, name="grad_x2_sin", rtol=1e-9,
+                       atol=1e-12),
+        "tape.gradient gives None for a source it did not watch: x is a tensor, so call "
+        "tape.watch(x) inside the tape (and return the gradient).")
+    report = merge("grad_x2_sin", [report])
+    if report.ok:
+        report.problems += _tensor_problems(fn, cases["a 0-d float64 tensor, x = 3"], "grad_x2_sin")
+    return report
+
+
+# -- 01.second_derivative_tanh --------------------------------------------------------------------
+def _reference_second_derivative_tanh(x):
+    t = tf.tanh(x)
+    return -2.0 * t * (1.0 - t**2)
+
+
+def second_derivative_tanh(fn):
+    cases = {
+        "a float64 vector around 0": (_f64([-2.0, -0.3, 0.0, 0.8, 1.5]),),
+        "a 0-d float64 tensor, x = 0.5": (_f64(0.5),),
+        "a 2 x 2 float64 matrix (elementwise, shape kept)": (_f64([[0.2, -1.0], [3.0, -0.05]]),),
+        "x = 4 to 6, where the value is tiny (compared relatively)": (_f64([4.0, -5.0, 6.0]),),
+    }
+    report = _explain_none(
+        check_function(fn, _reference_second_derivative_tanh, cases,
+                       name="second_derivative_tanh", rtol=1e-8, atol=1e-13),
+        "The outer tape's gradient is None when it did not record the first derivative: both "
+        "tapes must watch x, and inner.gradient(...) must run inside the outer tape's `with` "
+        "block.")
+    report = merge("second_derivative_tanh", [report])
+    if report.ok:
+        report.problems += _tensor_problems(fn, cases["a 0-d float64 tensor, x = 0.5"],
+                                            "second_derivative_tanh")
+    return report
+
+
+# -- 01.smooth_abs --------------------------------------------------------------------------------
+def _reference_smooth_abs(x):
+    return x**2 / (tf.sqrt(x**2 + 1.0) + 1.0)     # sqrt(x² + 1) - 1 without the cancellation
+
+
+def smooth_abs(fn):
+    float64 = {
+        "a float64 vector with 0 and small points": (_f64([-3.0, -0.5, 0.0, 0.001, 2.0]),),
+        "a 0-d float64 tensor, x = -1.5": (_f64(-1.5),),
+        "a 2 x 2 float64 matrix (elementwise, shape kept)": (_f64([[0.3, -4.0], [7.0, -0.2]]),),
+        "large points, 1e3 to 1e4": (_f64([1e3, -1e4]),),
+        "tiny points, 1e-3 and 1e-4 (a tiny value, compared relatively)": (_f64([1e-3, -1e-4]),),
+    }
+    float32 = {"a float32 vector, as a model would give it (keep the dtype)":
+               (tf.constant([-4.0, -0.5, 0.5, 3.0]),)}
+    return merge("smooth_abs", [
+        check_function(fn, _reference_smooth_abs, float64, name="smooth_abs", rtol=1e-7,
+                       atol=1e-12, differentiable=True),
+        check_function(fn, _reference_smooth_abs, float32, name="smooth_abs", rtol=1e-5,
+                       atol=3e-7, differentiable=True)])
+
+
+EXERCISES = {"grad_x2_sin": grad_x2_sin, "second_derivative_tanh": second_derivative_tanh,
+             "smooth_abs": smooth_abs}
