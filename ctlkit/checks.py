@@ -235,7 +235,11 @@ def explain(error: BaseException) -> str:
     """One or two lines a learner can act on: the error's type, its own message without the
     file paths and traceback TensorFlow wraps around it, and a hint for the common mistakes."""
     text = str(error)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines, after_file = [], False
+    for ln in (raw.strip() for raw in text.splitlines()):
+        if ln and not after_file:        # a traceback's `File ...` line and the source under it
+            lines.append(ln)
+        after_file = ln.startswith("File ") and not after_file
     keep = [ln for ln in lines if not ln.startswith(("File ", "Traceback", "return ", "in user code",
                                                      "in converted code", "Detected at node",
                                                      "Encountered when calling",

@@ -157,3 +157,53 @@ def test_a_graph_execution_error_shows_its_own_message():
     except Exception as e:  # noqa: BLE001
         text = checks.explain(e)
     assert "x must be positive" in text and "stack traces" not in text and "{{node" not in text, text
+
+
+# -- the notebooks use the registry, and nothing gives the answer away -----------------------------
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CALL = re.compile(r'ctlkit\.exercises\.check\(\s*"(\d\d\.[a-z0-9_]+)"')
+
+
+def _cells(path):
+    return [("".join(c["source"]), c) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def test_every_exercise_is_checked_in_its_notebook_in_one_line_and_solved_out_of_sight():
+    used = set()
+    for path in NOTEBOOKS:
+        number = path.name[:2]
+        for source, cell in _cells(path):
+            keys = CALL.findall(source)
+            used.update(keys)
+            assert all(k.startswith(number + ".") for k in keys), (path.name, keys)
+            if source.startswith("# @title Solution"):
+                assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, path.name
+                assert cell["metadata"].get("cellView") == "form", path.name
+                assert keys and source.rstrip().endswith(".assert_ok()"), (path.name, source[-200:])
+            elif keys:                    # the learner's checker cell: the call and nothing else
+                code = [ln for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+                assert "def " not in source and len(code) <= 3, (path.name, source)
+            assert "_reference" not in source or source.startswith("# @title Solution"), \
+                (path.name, "a reference solution in sight", source[:200])
+    assert used == set(exercises.names()), set(exercises.names()) ^ used
+
+
+def test_every_exercise_module_has_its_wrong_answer_tests():
+    for key in exercises.names():
+        number = key[:2]
+        tests = ROOT / "tests" / f"test_exercises_nb{number}.py"
+        assert tests.exists(), f"{key}: no {tests.name}"
+        assert key in tests.read_text(), f"{tests.name} never checks {key}"
+
+
+def test_explain_drops_the_source_lines_of_a_traceback():
+    class Fake(ValueError):
+        pass
+    e = Fake('in user code:\n\n    File "/x/y.py", line 5, in step  *\n        per_replica = strategy.run(f)\n'
+             '    File "/x/z.py", line 9, in f\n        logits = model(x)\n\n    ValueError: the real message')
+    text = checks.explain(e)
+    assert "the real message" in text and "strategy.run" not in text and "logits =" not in text, text
