@@ -1,0 +1,160 @@
+"""Notebook 06's exercises: the reference solutions pass, and wrong answers of each kind are
+rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
+import math
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ctlkit.exercises import check
+
+
+def _rejected(key, fn, message):
+    report = check(key, fn)
+    assert not report.ok
+    assert any(re.search(message, p) for p in report.problems), str(report)
+
+
+# -- 06.schedule ----------------------------------------------------------------------------------
+def lr_right(step, peak_lr, warmup_steps, total_steps):
+    t = tf.cast(step, tf.float32)
+    warm = peak_lr * t / max(warmup_steps, 1)
+    progress = tf.clip_by_value((t - warmup_steps) / (total_steps - warmup_steps), 0.0, 1.0)
+    return tf.where(t < warmup_steps, warm, 0.5 * peak_lr * (1.0 + tf.cos(math.pi * progress)))
+
+
+def _lr(clamp=True, shift=0.0, python_if=False, float64=False, fixed_peak=None, np_cos=False):
+    def fn(step, peak_lr, warmup_steps, total_steps):
+        peak = fixed_peak or peak_lr
+        if python_if:
+            if step < warmup_steps:
+                return peak * tf.cast(step, tf.float32) / warmup_steps
+        t = tf.cast(step, tf.float64 if float64 else tf.float32)
+        warm = peak * (t + shift) / warmup_steps
+        progress = (t - warmup_steps) / (total_steps - warmup_steps)
+        if clamp:
+            progress = tf.clip_by_value(progress, 0.0, 1.0)
+        cos = np.cos(math.pi * progress) if np_cos else tf.cos(math.pi * progress)
+        return tf.where(t < warmup_steps, warm, 0.5 * peak * (1.0 + cos))
+    return fn
+
+
+SCHEDULE_WRONG = {
+    "a Python if on the step": (_lr(python_if=True), r"raised .*Hint: .*tf.where"),
+    "no clamp: the cosine comes back up after the end": (_lr(clamp=False), r"past the end.* differs"),
+    "warmup one step ahead, (t + 1) / W (almost right)": (_lr(shift=1.0), r"warmup.* differs"),
+    "a float64 result": (_lr(float64=True), r"dtype float64, expected float32"),
+    "the peak fixed at 0.1": (_lr(fixed_peak=0.1), r"peak 3e-4.* differs"),
+    "NumPy's cos on a tensor": (_lr(np_cos=True), r"raised TypeError: NumPy cannot compute"),
+}
+
+
+def test_schedule_reference_passes():
+    assert check("06.schedule", lr_right).ok
+
+
+@pytest.mark.parametrize("wrong", SCHEDULE_WRONG)
+def test_schedule_wrong_answers_are_rejected(wrong):
+    _rejected("06.schedule", *SCHEDULE_WRONG[wrong])
+
+
+def test_schedule_tolerance_follows_the_peak():
+    # off by 1e-9 everywhere: invisible at peak 0.1, but 3e-6 of the 3e-4 peak
+    _rejected("06.schedule", lambda *a: lr_right(*a) + (1e-9 if a[1] < 1e-3 else 0.0),
+              r"peak 3e-4.* differs")
+
+
+# -- 06.clip_global -------------------------------------------------------------------------------
+def clip_right(grads, max_norm):
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
+    scale = tf.minimum(1.0, max_norm / tf.maximum(norm, 1e-30))
+    return [g * scale for g in grads], norm
+
+
+def _per_tensor(grads, max_norm):
+    return [tf.clip_by_norm(g, max_norm) for g in grads], tf.linalg.global_norm(grads)
+
+
+def _always_scale(grads, max_norm):
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
+    return [g * max_norm / norm for g in grads], norm
+
+
+def _norm_after(grads, max_norm):
+    clipped, _ = clip_right(grads, max_norm)
+    return clipped, tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in clipped]))
+
+
+def _sum_of_norms(grads, max_norm):
+    norm = tf.add_n([tf.norm(g) for g in grads])
+    return [g * tf.minimum(1.0, max_norm / norm) for g in grads], norm
+
+
+def _by_value(grads, max_norm):
+    return [tf.clip_by_value(g, -max_norm, max_norm) for g in grads], tf.linalg.global_norm(grads)
+
+
+def _python_norm(grads, max_norm):
+    clipped, norm = clip_right(grads, max_norm)
+    return clipped, float(norm)
+
+
+CLIP_WRONG = {
+    "clips each tensor on its own (almost right)": (_per_tensor, r"differs"),
+    "always multiplies by max_norm / norm": (_always_scale, r"nothing changes.* differs"),
+    "returns the norm after clipping (almost right)": (_norm_after, r"it clips.*result\[1\] differs"),
+    "the sum of the tensors' norms": (_sum_of_norms, r"differs"),
+    "clips by value": (_by_value, r"differs"),
+    "the norm as a Python float": (_python_norm, r"result\[1\] has dtype float64, expected float32"),
+    "only the clipped list": (lambda g, c: clip_right(g, c)[0], r"should hold 2 items"),
+}
+
+
+def test_clip_reference_passes():
+    assert check("06.clip_global", clip_right).ok
+
+
+@pytest.mark.parametrize("wrong", CLIP_WRONG)
+def test_clip_wrong_answers_are_rejected(wrong):
+    _rejected("06.clip_global", *CLIP_WRONG[wrong])
+
+
+def test_all_zero_gradients_catch_a_division_by_zero():
+    _rejected("06.clip_global", _always_scale, r"all-zero gradients.* NaN")
+
+
+# -- 06.uncertainty_total -------------------------------------------------------------------------
+def total_right(task_losses, log_vars):
+    return tf.reduce_sum(tf.exp(-log_vars) * task_losses + log_vars)
+
+
+TOTAL_WRONG = {
+    "no + s term": (lambda l, s: tf.reduce_sum(tf.exp(-s) * l), r"differs"),
+    "exp(s) instead of exp(-s) (almost right: equal at s = 0)": (
+        lambda l, s: tf.reduce_sum(tf.exp(s) * l + s), r"s of both signs.* differs"),
+    "the mean over tasks": (lambda l, s: tf.reduce_mean(tf.exp(-s) * l + s), r"differs"),
+    "Kendall's regression form 1/2 exp(-s) L + s/2": (
+        lambda l, s: tf.reduce_sum(0.5 * tf.exp(-s) * l + 0.5 * s), r"differs"),
+    "weights held constant (stop_gradient)": (
+        lambda l, s: tf.reduce_sum(tf.stop_gradient(tf.exp(-s)) * l + s), r"gradient w.r.t. argument 1"),
+    "one total per task": (lambda l, s: tf.exp(-s) * l + s, r"has shape \[2\], expected \[\]"),
+    "through NumPy": (lambda l, s: tf.constant(np.sum(np.exp(-s.numpy()) * l.numpy() + s.numpy())),
+                      r"not differentiable|raised"),
+}
+
+
+def test_total_reference_passes():
+    assert check("06.uncertainty_total", total_right).ok
+
+
+@pytest.mark.parametrize("wrong", TOTAL_WRONG)
+def test_total_wrong_answers_are_rejected(wrong):
+    _rejected("06.uncertainty_total", *TOTAL_WRONG[wrong])
+
+
+def test_unwritten_exercise_says_so():
+    def not_yet(*args):
+        raise NotImplementedError
+    for key in ("06.schedule", "06.clip_global", "06.uncertainty_total"):
+        assert "not written yet" in str(check(key, not_yet))
