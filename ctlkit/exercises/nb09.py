@@ -1,0 +1,144 @@
+"""Notebook 09, adversarial training: FGSM from a random start, a targeted PGD step."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ..checks import Report, check_function
+
+
+def _loss(y, logits):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(y, tf.int32),
+                                                                         logits=logits))
+
+
+def _project(x_adv, x, eps):
+    return tf.clip_by_value(tf.clip_by_value(x_adv, x - eps, x + eps), 0.0, 1.0)
+
+
+def _input_gradient(model, x, y):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = _loss(y, model(x, training=False))
+    return tape.gradient(loss, x)
+
+
+def _setup(n=32):
+    """A small MLP on 8x8x1 digits (seeded initializers; the global seed is left alone) and
+    ``n`` real digits in [0, 1] with their labels: many pixels sit at 0 or 1, so the pixel
+    range matters."""
+    import keras
+    from ..data import arrays
+    init = lambda k: keras.initializers.GlorotUniform(seed=90 + k)  # noqa: E731
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(64, activation="relu", kernel_initializer=init(0)),
+                              keras.layers.Dense(10, kernel_initializer=init(1))], name="attack_target")
+    x, y, _ = arrays("digits")
+    pick = np.random.default_rng(91).choice(len(x), n, replace=False)
+    return model, tf.constant(x[pick]), tf.constant(y[pick])
+
+
+def _start(shape, eps, seed):
+    return tf.random.stateless_uniform(shape, seed=[seed, 9], minval=-eps, maxval=eps)
+
+
+def _threat_problems(outputs):
+    """Plain-language threat-model checks: [(label, x_adv, x, eps)] -> sentences."""
+    problems = []
+    for label, xa, x, eps in outputs:
+        try:
+            xa = tf.convert_to_tensor(xa)
+            moved = float(tf.reduce_max(tf.abs(xa - x)))
+            low, high = float(tf.reduce_min(xa)), float(tf.reduce_max(xa))
+        except Exception:  # noqa: BLE001 - the case messages report the error itself
+            continue
+        if moved > eps + 1e-6:
+            problems.append(f"{label}: a pixel moved by {moved:.3f} > eps = {eps}: project onto the "
+                            f"eps-ball around the clean x (clip to [x - eps, x + eps]).")
+        if low < 0.0 or high > 1.0:
+            problems.append(f"{label}: pixels in [{low:.3f}, {high:.3f}], outside [0, 1]: clip to "
+                            f"the valid pixel range too.")
+    return problems[:2]
+
+
+def _trim(problems, per_case=2):
+    out, seen = [], {}
+    for p in problems:
+        label = p.split(":")[0]
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] <= per_case:
+            out.append(p)
+    return out
+
+
+# -- 09.fgsm_rs -----------------------------------------------------------------------------------
+def _reference_fgsm_rs(model, x, y, eps, alpha, start):
+    x_adv = _project(x + start, x, eps)
+    x_adv = x_adv + alpha * tf.sign(_input_gradient(model, x_adv, y))
+    return _project(x_adv, x, eps)
+
+
+def fgsm_rs(fn):
+    model, x, y = _setup()
+    cases = {
+        "eps 0.1, alpha 1.25 eps (Wong et al.), a random start": (model, x, y, 0.1, 0.125, _start(x.shape, 0.1, 0)),
+        "eps 0.2, alpha 0.5 eps (a short step), another random start":
+            (model, x, y, 0.2, 0.1, _start(x.shape, 0.2, 1)),
+        "eps 0.15, start at the corner +eps (outside [0, 1] where x = 1), alpha 1.25 eps":
+            (model, x, y, 0.15, 0.1875, tf.fill(x.shape, 0.15)),
+        "eps 0.15, start 0 and alpha eps (plain FGSM)": (model, x, y, 0.15, 0.15, tf.zeros_like(x)),
+    }
+    report = check_function(fn, _reference_fgsm_rs, cases, name="fgsm_rs", rtol=1e-5, atol=1e-6)
+    problems = _trim(report.problems)
+    if problems and not any("not written yet" in p for p in problems):
+        outputs = []
+        for label, (m, xx, yy, eps, alpha, start) in cases.items():
+            try:
+                outputs.append((label, fn(m, xx, yy, eps, alpha, start), xx, eps))
+            except Exception:  # noqa: BLE001
+                pass
+        problems[:0] = _threat_problems(outputs)
+    return Report(name=report.name, problems=problems, cases=report.cases)
+
+
+# -- 09.targeted_pgd_step -------------------------------------------------------------------------
+def _reference_targeted(model, x_adv, x, target, eps, alpha):
+    return _project(x_adv - alpha * tf.sign(_input_gradient(model, x_adv, target)), x, eps)
+
+
+def _untargeted(model, x_adv, x, target, eps, alpha):      # the usual slip: climbs the target's loss
+    return _project(x_adv + alpha * tf.sign(_input_gradient(model, x_adv, target)), x, eps)
+
+
+def targeted_pgd_step(fn):
+    model, x, y = _setup()
+    inside = lambda eps, seed: _project(x + _start(x.shape, eps, seed), x, eps)  # noqa: E731
+    cases = {
+        "eps 0.15, alpha 0.05, from a random point of the ball, target y + 1":
+            (model, inside(0.15, 2), x, (y + 1) % 10, 0.15, 0.05),
+        "eps 0.1, alpha 0.5 (a step far beyond the ball), target y + 3":
+            (model, inside(0.1, 3), x, (y + 3) % 10, 0.1, 0.5),
+        "eps 0.3, alpha 0.3, from x itself, target y + 5": (model, x, x, (y + 5) % 10, 0.3, 0.3),
+        "eps 0.2, alpha 0.02 (a small step), from a random point, target 0 for every image":
+            (model, inside(0.2, 4), x, tf.zeros_like(y), 0.2, 0.02),
+    }
+    report = check_function(fn, _reference_targeted, cases, name="targeted_pgd_step", rtol=1e-5, atol=1e-6)
+    problems = _trim(report.problems)
+    if problems and not any("not written yet" in p for p in problems):
+        outputs, climbs = [], True
+        for label, (m, xa, xx, t, eps, alpha) in cases.items():
+            try:
+                got = fn(m, xa, xx, t, eps, alpha)
+                outputs.append((label, got, xx, eps))
+                climbs = climbs and bool(np.allclose(got, _untargeted(m, xa, xx, t, eps, alpha), atol=1e-6))
+            except Exception:  # noqa: BLE001
+                climbs = False
+        hints = _threat_problems(outputs)
+        if climbs:
+            hints.insert(0, "your step climbs the target's loss: a targeted step goes *down* it "
+                            "(x_adv - alpha * sign(gradient)).")
+        problems[:0] = hints
+    return Report(name=report.name, problems=problems, cases=report.cases)
+
+
+EXERCISES = {"fgsm_rs": fgsm_rs, "targeted_pgd_step": targeted_pgd_step}
