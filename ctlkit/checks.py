@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import numbers
+import re
 import sys
 
 import numpy as np
@@ -247,6 +248,7 @@ def explain(error: BaseException) -> str:
                                                      "<stack traces unavailable>", "[[{{node"))
             and "site-packages" not in ln and not ln.startswith("/")]
     message = " ".join(keep[:2]) if keep else (lines[-1] if lines else "")
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", message)    # TF's op wrapper name
     if len(message) > 240:
         message = message[:237] + "..."
     hint = next((h for words, h in _HINTS if any(w in text or w in type(error).__name__

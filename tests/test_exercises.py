@@ -207,3 +207,11 @@ def test_explain_drops_the_source_lines_of_a_traceback():
              '    File "/x/z.py", line 9, in f\n        logits = model(x)\n\n    ValueError: the real message')
     text = checks.explain(e)
     assert "the real message" in text and "strategy.run" not in text and "logits =" not in text, text
+
+
+def test_explain_drops_the_op_wrapper_name_of_an_eager_error():
+    try:
+        tf.constant([1.0, 2.0, 3.0]) * tf.constant([1.0, 2.0])
+    except Exception as e:  # noqa: BLE001
+        text = checks.explain(e)
+    assert "function_node" not in text and "Incompatible shapes" in text, text

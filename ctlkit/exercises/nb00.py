@@ -4,30 +4,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, check_function
-
-
-def merge(name, reports) -> Report:
-    """One report from several check_function runs (e.g. cases that need different tolerances),
-    tidied: a problem that several cases share is said once, naming the first case and how many
-    more; a function not written yet is said once. Case labels must not contain ": ".
-    (Shared by nb01 and nb02; a candidate for ctlkit.checks.)"""
-    problems = [p for r in reports for p in r.problems]
-    unwritten = [p for p in problems if "not written yet" in p]
-    if unwritten:
-        problems = unwritten[:1]
-    grouped = {}                       # what is wrong -> the cases it was seen on, in order
-    for p in problems:
-        label, sep, what = p.partition(": ")
-        if not sep:
-            label, what = "", p
-        grouped.setdefault(what, []).append(label)
-    tidy = []
-    for what, labels in grouped.items():
-        more = len(labels) - 1
-        first = labels[0] + (f" (and {more} more case{'s' if more > 1 else ''})" if more else "")
-        tidy.append(f"{first}: {what}" if first else what)
-    return Report(name=name, problems=tidy, cases=sum(r.cases for r in reports))
+from ..checks import check_function
+from ._common import merge
 
 
 # -- 00.mse ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function
-from .nb00 import merge
+from ._common import merge
 
 
 def _f64(values):

@@ -7,7 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function, check_traces, explain
-from .nb00 import merge
+from ._common import merge
 
 
 # -- 02.standardizer ------------------------------------------------------------------------------

@@ -7,12 +7,8 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, check_function
-
-
-def _merge(name, reports):
-    return Report(name=name, problems=[p for r in reports for p in r.problems],
-                  cases=sum(r.cases for r in reports))
+from ..checks import check_function
+from ._common import merge
 
 
 # -- 06.schedule ----------------------------------------------------------------------------------
@@ -62,7 +58,7 @@ def schedule(fn):
         reports.append(r)
         if any("not written yet" in p for p in r.problems):
             break
-    return _merge("warmup_cosine_lr", reports)
+    return merge("warmup_cosine_lr", reports)
 
 
 # -- 06.clip_global -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function
+from ._common import trim
 
 
 # -- 07.d_loss_smoothed ---------------------------------------------------------------------------
@@ -37,21 +38,8 @@ def d_loss_smoothed(fn):
         problems += report.problems
         if any("not written yet" in p for p in report.problems):
             break
-    report = Report(name="d_loss_smoothed", problems=_trim(problems), cases=len(cases))
+    report = Report(name="d_loss_smoothed", problems=trim(problems), cases=len(cases))
     return _hint_nonfinite(report, fn)
-
-
-def _trim(problems, per_case=2):
-    """At most ``per_case`` problems for each case (they start with the case's label)."""
-    out, seen = [], {}
-    for p in problems:
-        label = p.split(":")[0]
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] <= per_case:
-            out.append(p)
-        elif seen[label] == per_case + 1:
-            out.append(f"{label}: ... and more differences like these.")
-    return out
 
 
 def _hint_nonfinite(report, fn):
@@ -128,7 +116,7 @@ def r1_penalty(fn):
     }
     report = check_function(_with_weight_gradients(fn), _with_weight_gradients(_reference_r1), cases,
                             name="r1_penalty", rtol=1e-4, atol=1e-7)
-    report = Report(name=report.name, problems=_trim(report.problems), cases=report.cases)
+    report = Report(name=report.name, problems=trim(report.problems), cases=report.cases)
     if report.ok or any("not written yet" in p for p in report.problems):
         return report
     hints = []

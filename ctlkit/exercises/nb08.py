@@ -5,19 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function
-
-
-def _trim(problems, per_case=2):
-    """At most ``per_case`` problems for each case (they start with the case's label)."""
-    out, seen = [], {}
-    for p in problems:
-        label = p.split(":")[0]
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] <= per_case:
-            out.append(p)
-        elif seen[label] == per_case + 1:
-            out.append(f"{label}: ... and more differences like these.")
-    return out
+from ._common import trim
 
 
 # -- 08.gram --------------------------------------------------------------------------------------
@@ -41,7 +29,7 @@ def gram(fn):
     }
     report = check_function(fn, _reference_gram, cases, name="gram_by_matmul", differentiable=True,
                             rtol=1e-4, atol=1e-9)
-    problems = _trim(report.problems)
+    problems = trim(report.problems)
     if problems and not any("not written yet" in p for p in problems):
         problems[:0] = _gram_hints(fn, maps(1, 5, 7, 4))
     return Report(name=report.name, problems=problems, cases=report.cases)
@@ -88,7 +76,7 @@ def total_variation(fn):
     }
     report = check_function(fn, tf.image.total_variation, cases, name="total_variation",
                             differentiable=True, rtol=1e-5, atol=1e-6)
-    problems = _trim(report.problems)
+    problems = trim(report.problems)
     if problems and any("gradient" in p and "NaN" in p for p in problems):
         problems.insert(0, "your gradient is NaN where neighbouring pixels are equal: "
                            "sqrt(d ** 2) has no gradient at d = 0; use tf.abs(d).")

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function
+from ._common import trim
 
 
 def _loss(y, logits):
@@ -61,16 +62,6 @@ def _threat_problems(outputs):
     return problems[:2]
 
 
-def _trim(problems, per_case=2):
-    out, seen = [], {}
-    for p in problems:
-        label = p.split(":")[0]
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] <= per_case:
-            out.append(p)
-    return out
-
-
 # -- 09.fgsm_rs -----------------------------------------------------------------------------------
 def _reference_fgsm_rs(model, x, y, eps, alpha, start):
     x_adv = _project(x + start, x, eps)
@@ -89,7 +80,7 @@ def fgsm_rs(fn):
         "eps 0.15, start 0 and alpha eps (plain FGSM)": (model, x, y, 0.15, 0.15, tf.zeros_like(x)),
     }
     report = check_function(fn, _reference_fgsm_rs, cases, name="fgsm_rs", rtol=1e-5, atol=1e-6)
-    problems = _trim(report.problems)
+    problems = trim(report.problems)
     if problems and not any("not written yet" in p for p in problems):
         outputs = []
         for label, (m, xx, yy, eps, alpha, start) in cases.items():
@@ -123,7 +114,7 @@ def targeted_pgd_step(fn):
             (model, inside(0.2, 4), x, tf.zeros_like(y), 0.2, 0.02),
     }
     report = check_function(fn, _reference_targeted, cases, name="targeted_pgd_step", rtol=1e-5, atol=1e-6)
-    problems = _trim(report.problems)
+    problems = trim(report.problems)
     if problems and not any("not written yet" in p for p in problems):
         outputs, climbs = [], True
         for label, (m, xa, xx, t, eps, alpha) in cases.items():

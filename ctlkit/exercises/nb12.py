@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_step, explain
