@@ -168,8 +168,8 @@ VARIANTS = {  # name: (factory, mixed precision?, what it is)
 def _memory_mb(reset=False):
     """Peak memory in MiB since the last reset, or (reset=True) reset it and return the current
     use; None where it cannot be measured. GPU: TF's allocator. CPU: the process's resident set
-    (Linux VmHWM / VmRSS), because TF's CPU allocator statistics (get_memory_info("CPU:0"))
-    leave out allocations under ~1 MB (checked, TF 2.21)."""
+    (Linux VmHWM / VmRSS): it counts everything the process holds, also where TF's CPU allocator
+    keeps no statistics (see ctlkit.memory)."""
     try:
         if tf.config.list_logical_devices("GPU"):
             if reset:
@@ -236,7 +236,7 @@ def monitor_overhead(epochs: int = 30, alternations: int = 100) -> dict:
       the mean of its two neighbours, and the median ratio is kept. Alternating every epoch
       (tens of milliseconds) cancels the drift of a shared machine, which whole-run A/B tests
       cannot resolve to a few percent. The same comparison on an A/A run (nothing logged) is
-      subtracted: it is not zero on average (about -2 % here), and shows the noise floor.
+      subtracted: it need not be zero on average (the run reports it), and shows the noise floor.
     """
     from . import data, grads
     from .monitor import Monitor

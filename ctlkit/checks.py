@@ -162,7 +162,9 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
     if want is None:
         return [] if got is None else [f"{where} should be None, got {type(got).__name__}."]
     if got is None:
-        return [f"{where} is None; expected a value of shape {list(np.shape(_as_array(want)))}."]
+        return [f"{where} is None; expected a value of shape {list(np.shape(_as_array(want)))} "
+                f"(a missing `return`? If it is a gradient: was the tensor watched, and does the "
+                f"result depend on it through TensorFlow ops?)."]
     g, w = _as_array(got), _as_array(want)
     if (g.dtype.kind in "OSU") != (w.dtype.kind in "OSU"):     # text or objects vs numbers
         return [f"{where} should be like the reference's {w.dtype.name} of shape "
