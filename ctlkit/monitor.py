@@ -39,418 +39,19 @@ import math
 import numbers
 import operator
 import signal
-import sys
 import threading
 import time
 
 import numpy as np
 
-from .sinks import Plotter, make_sink
+from .history import History
+from .sinks import make_sink
+from .plotter import Plotter, image_png
+from .values import _PLAIN, NonFiniteError, _admit, check_first, gather, step_number
+
+__all__ = ["Monitor", "NonFiniteError", "History"]
 
 
-class NonFiniteError(FloatingPointError):
-    """A logged loss, gradient norm or end-of-epoch value was NaN or Inf."""
-
-    def __init__(self, key, step, value):
-        self.key, self.step, self.value = key, step, value
-        super().__init__(f"non-finite {key} ({value}) first seen at step {step}")
-
-
-# -- what a logged value may be ----------------------------------------------------------------
-_TRACED = ("{key} is a symbolic tensor: monitor.log() was called inside a tf.function, where "
-           "it runs once, while tracing, and never again. Return {key} from the step function "
-           "and call monitor.log() on what it returns, outside it.")
-_KINDS = {}          # type -> "none", "number", "tensor", "array", "variable", "symbolic", "bad"
-_PLAIN = {type(None), float, int, bool}  # types that log() may buffer as they are
-_NUMBERS = {type(None), float, int, bool}  # ... of which NumPy converts a list in one call
-_BAD = (str, bytes, bytearray, complex, np.complexfloating, list, tuple, dict, set, frozenset)
-
-
-def _kind(t) -> str:
-    """What log() does with a value of type ``t``, decided once per type."""
-    kind = _KINDS.get(t)
-    if kind is None:
-        if t is type(None):
-            kind = "none"
-        elif issubclass(t, _BAD):
-            kind = "bad"
-        elif issubclass(t, (numbers.Real, np.number, np.bool_)):
-            kind = "number"                      # immutable: buffered as it is
-        elif issubclass(t, np.ndarray):
-            kind = "array"                       # may be changed in place later: read now
-        elif hasattr(t, "numpy"):                # tf.Tensor, tf.Variable, keras.Variable
-            kind = "variable" if hasattr(t, "assign") else "tensor"
-        elif hasattr(t, "graph") or t.__name__ in ("SymbolicTensor", "KerasTensor"):
-            kind = "symbolic"
-        elif hasattr(t, "__array__") or hasattr(t, "__float__"):
-            kind = "tensor"                      # another library's scalar: read at a redraw
-        else:
-            kind = "bad"
-        _KINDS[t] = kind
-        if kind in ("number", "tensor"):
-            _PLAIN.add(t)
-        if kind == "number":
-            _NUMBERS.add(t)
-    return kind
-
-
-def _admit(key, v, now: bool):
-    """``v`` as log() buffers it: checked, a copy if it may change, a float if ``now``."""
-    kind = _kind(type(v))
-    if kind == "none":
-        return None
-    if kind == "symbolic":
-        raise TypeError(_TRACED.format(key=key))
-    if kind == "bad":
-        raise TypeError(f"{key} must be a number or a scalar tensor, got {type(v).__name__} "
-                        f"{v!r:.60}; log one scalar per key (a mean, a norm, float(...))")
-    if kind == "variable":
-        import tensorflow as tf                  # a variable exists, so TF is loaded
-
-        v = tf.convert_to_tensor(v)              # its value now, not at the next redraw
-        if not hasattr(v, "numpy"):
-            raise TypeError(_TRACED.format(key=key))
-    return _to_float(v, key) if now or kind == "array" else v
-
-
-def _to_float(v, key="value") -> float:
-    """One scalar (tensor, NumPy or Python number) as a float; errors name ``key``."""
-    if hasattr(v, "numpy"):
-        try:
-            v = v.numpy()  # about a microsecond for a scalar already on the host
-        except NotImplementedError as e:         # a graph tensor or variable: traced
-            raise TypeError(_TRACED.format(key=key)) from e
-    if isinstance(v, (float, int, np.floating, np.integer)):
-        return float(v)
-    try:
-        a = np.asarray(v)
-    except Exception as e:  # noqa: BLE001 (whatever the object raised, say which key it was)
-        raise TypeError(f"{key} could not be read as a number: {e}") from e
-    if a.dtype == object and a.ndim == 0 and hasattr(v, "__float__"):  # Decimal, Fraction
-        return float(v)
-    if a.dtype.kind not in "biuf" and "float" not in a.dtype.name:  # "float": bfloat16, float8
-        raise TypeError(f"{key} must be a real number, got {a.dtype.name} {v!r:.60}")
-    if a.size != 1:
-        raise ValueError(f"{key} must be a scalar, got shape {list(a.shape)}; log a mean "
-                         f"(e.g. tf.reduce_mean of a per-sample loss) or a norm")
-    return float(a.reshape(()).astype(np.float64))
-
-
-def _to_floats(values, key, steps):
-    """Floats for the buffered values of one key (None: not logged at that step). Returns
-    (floats, unread, problem): a value that cannot be read becomes NaN, its index is in
-    ``unread`` and ``problem`` names the first such value (key and step)."""
-    try:  # fast paths: one NumPy call for numbers (None -> NaN), or one read per tensor
-        if _NUMBERS.issuperset(map(type, values)):
-            a = np.array(values, dtype=np.float64)
-        else:
-            a = np.array([math.nan if v is None else v.numpy() if hasattr(v, "numpy") else v
-                          for v in values], dtype=np.float64)
-        if a.shape == (len(values),):
-            return a, (), None
-    except Exception:  # noqa: BLE001 (the slow path finds and names the value)
-        pass
-    floats, unread, problem = [], [], None    # slow path: one by one, to name the culprit
-    for i, (v, step) in enumerate(zip(values, steps)):
-        try:
-            floats.append(math.nan if v is None else _to_float(v, key))
-        except Exception as e:  # noqa: BLE001 (a failed device op too: keep the other steps)
-            floats.append(math.nan)
-            unread.append(i)
-            problem = problem or f"{e} (at step {step})"
-    return np.asarray(floats), unread, problem
-
-
-def _columns(dicts, prefix: str = "") -> dict:
-    """[{key: value} or None per step] -> {prefix + key: [value or None per step]}."""
-    if not any(dicts):
-        return {}
-    keys = dict.fromkeys(k for d in dicts if d for k in d)
-    return {f"{prefix}{k}": [d.get(k) if d else None for d in dicts] for k in keys}
-
-
-# -- the history --------------------------------------------------------------------------------
-def _grown(buf, capacity, fill):
-    new = np.full(capacity, fill, dtype=buf.dtype)
-    new[:len(buf)] = buf
-    return new
-
-
-class History:
-    """Every logged value: one float per step for each key (NaN where the key was not logged)
-    and one per ``log_epoch()`` call for end-of-epoch keys.
-
-    ``history["loss"]`` is a NumPy copy of a series, ``history.steps`` and
-    ``history.epoch_steps`` the step numbers, ``len(history)`` the number of steps. The
-    series grow in place (appending is amortized O(1)), and a change is published as one
-    assignment, so an interrupt sees the history before or after it, never half-written.
-    """
-
-    def __init__(self):
-        # (number of steps, step numbers, {key: values}); the buffers have spare room at
-        # the end, which readers never see: only whole states are swapped in
-        self._state = (0, np.zeros(0, np.int64), {})
-        self._epochs = ((), {})                  # (steps, {key: values}), tuples: swapped whole
-        self._envelopes = {}                     # (key, size limit) -> _Envelope, for drawing
-
-    # -- reading ------------------------------------------------------------------------------
-    def __len__(self):
-        return self._state[0]
-
-    @property
-    def steps(self) -> np.ndarray:
-        n, steps, _ = self._state
-        return steps[:n].copy()
-
-    @property
-    def epoch_steps(self) -> np.ndarray:
-        return np.array(self._epochs[0], dtype=np.int64)
-
-    @property
-    def last_step(self):
-        n, steps, _ = self._state
-        return int(steps[n - 1]) if n else None
-
-    def __getitem__(self, key) -> np.ndarray:
-        n, _, series = self._state
-        if key in series:
-            return series[key][:n].copy()
-        if key in self._epochs[1]:
-            return np.array(self._epochs[1][key], dtype=np.float64)
-        raise KeyError(f"{key!r} was never logged; logged: {sorted(self.keys())}")
-
-    def last(self, key):
-        """The newest value under ``key`` (NaN if it was not logged then), or None."""
-        n, _, series = self._state
-        if key in series:
-            return float(series[key][n - 1])
-        vs = self._epochs[1].get(key)
-        return vs[-1] if vs else None
-
-    def keys(self):
-        return self.step_keys() + self.epoch_keys()
-
-    def step_keys(self):
-        return list(self._state[2])
-
-    def epoch_keys(self):
-        return list(self._epochs[1])
-
-    def __contains__(self, key):
-        return key in self._state[2] or key in self._epochs[1]
-
-    # -- writing ------------------------------------------------------------------------------
-    def add(self, step: int, values: dict):
-        self.extend([step], {k: [v] for k, v in values.items()})
-
-    def extend(self, steps, columns: dict):
-        """Append several steps at once: ``columns`` maps a key to one float per step (NaN
-        where the key was not logged). A key seen for the first time is NaN before. Steps must
-        increase. Everything is checked before anything changes."""
-        steps = np.asarray(steps)
-        if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iu"):
-            raise TypeError(f"steps must be a list of ints, got {steps!r:.80}")
-        k = len(steps)
-        new = {}
-        for key, vs in columns.items():
-            try:
-                a = np.asarray(vs, dtype=np.float64)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"column {key!r} must hold one float per step: {e}") from e
-            if a.shape != (k,):
-                raise ValueError(f"column {key!r} has shape {list(a.shape)} for {k} steps")
-            if key in self._epochs[1]:
-                raise ValueError(f"{key!r} is already an end-of-epoch key; give the per-step "
-                                 f"value another name")
-            new[key] = a
-        n, step_buf, series = self._state
-        if k == 0:
-            return
-        last = steps[0] - 1 if n == 0 else step_buf[n - 1]
-        if not (np.diff(steps, prepend=last) > 0).all():
-            raise ValueError(f"steps must increase: got {steps.tolist()[:8]} after step {last}")
-        if n + k > len(step_buf):                # new buffers, with room to grow
-            room = max(2 * len(step_buf), n + k, 1024)
-            step_buf = _grown(step_buf[:n], room, 0)
-            series = {key: _grown(buf[:n], room, math.nan) for key, buf in series.items()}
-        else:
-            series = dict(series)                # new keys stay unseen until the swap
-        step_buf[n:n + k] = steps
-        for key, buf in series.items():
-            buf[n:n + k] = new.get(key, math.nan)
-        for key, a in new.items():
-            if key not in series:
-                series[key] = np.full(len(step_buf), math.nan)
-                series[key][n:n + k] = a
-        self._state = (n + k, step_buf, series)  # the one change readers can see
-
-    def add_epoch(self, step: int, values: dict):
-        if step is None or isinstance(step, bool):
-            raise TypeError(f"step must be an int, got {step!r}")
-        step = operator.index(step)
-        clash = [k for k in values if k in self._state[2]]
-        if clash:
-            raise ValueError(f"{clash[0]!r} is already a per-step key; give the end-of-epoch "
-                             f"value another name (e.g. 'val_{clash[0]}')")
-        floats = {k: float(v) for k, v in values.items()}
-        steps, series = self._epochs
-        grown = {k: vs + (floats.get(k, math.nan),) for k, vs in series.items()}
-        for k, v in floats.items():
-            if k not in grown:
-                grown[k] = (math.nan,) * len(steps) + (v,)
-        self._epochs = (steps + (step,), grown)
-
-    # -- drawing ------------------------------------------------------------------------------
-    def panels(self, max_points: int = 400):
-        """[(panel title, [(label, steps, values, style)])]: at most four panels (loss,
-        gradient norms, learning rate, other metrics), since each axis costs drawing time.
-        Each curve has at most ``max_points`` points, whatever the length of the run, and
-        the cost of this call does not grow with it either (see ``_Envelope``)."""
-        if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) \
-                or max_points < 8:
-            raise ValueError(f"max_points must be an int >= 8, got {max_points!r}")
-        n, step_buf, series = self._state
-        steps, limit = step_buf[:n], (max_points - 4) // 2
-        ep_steps, ep_series = self._epochs
-        stride = max(1, -(-len(ep_steps) // max_points))
-        ep = np.asarray(ep_steps[::stride], dtype=np.int64)
-
-        def curve(key, label, style):
-            values = series[key][:n]
-            idx = self._envelope(key, limit, values).points(values)
-            return label, steps[idx], values[idx], style
-
-        def epoch_curve(key):
-            return key, ep, np.asarray(ep_series[key][::stride], dtype=np.float64), "points"
-
-        out = []
-        if "loss" in series:
-            values = series["loss"][:n]
-            ends, means = self._envelope("loss", limit, values).means(values, max(1, n // 40))
-            loss = [curve("loss", "loss", "raw"), ("smoothed", steps[ends], means, "line")]
-            loss += [epoch_curve(k) for k in ep_series if k.endswith("loss")]
-            out.append(("loss", loss))
-        layers = [k for k in series if k.startswith("layer/")]
-        short = [k.rsplit("/", 1)[-1] for k in layers]
-        if len(set(short)) < len(short):
-            short = [k[len("layer/"):] for k in layers]
-        norms = [curve("grad_norm", "global", "bold")] if "grad_norm" in series else []
-        norms += [curve(k, name, "line") for name, k in zip(short, layers)]
-        if norms:
-            out.append(("gradient norms", norms))
-        other = [k for k in series if k not in ("loss", "grad_norm") and
-                 not k.startswith("layer/")]
-        lr = [k for k in other if k in ("lr", "learning_rate") or "learning_rate" in k]
-        if lr:
-            out.append(("learning rate", [curve(k, k, "line") for k in lr]))
-        metrics = [curve(k, k, "line") for k in other if k not in lr]
-        metrics += [epoch_curve(k) for k in ep_series if not k.endswith("loss")]
-        if metrics:
-            out.append(("metrics", metrics))
-        return out
-
-    def _envelope(self, key, limit, values):
-        env = self._envelopes.get((key, limit))
-        if env is None:
-            env = self._envelopes[(key, limit)] = _Envelope(limit)
-        env.update(values)
-        return env
-
-
-def _bucket_stats(values, start, count, size):
-    """Per bucket of ``size`` values from ``start``: the index of its smallest and of its
-    largest finite value (its first index if it has none), and the sum and the number of its
-    finite values."""
-    chunk = values[start:start + count * size].reshape(count, size)
-    finite = np.isfinite(chunk)
-    base = start + size * np.arange(count)
-    lo = base + np.where(finite, chunk, np.inf).argmin(axis=1)
-    hi = base + np.where(finite, chunk, -np.inf).argmax(axis=1)
-    return lo, hi, np.where(finite, chunk, 0.0).sum(axis=1), finite.sum(axis=1).astype(float)
-
-
-def _better(values, a, b, op):
-    """Per pair, whichever of the indices ``a``, ``b`` points at the finite value that ``op``
-    prefers (np.less: the smaller)."""
-    va, vb = values[a], values[b]
-    return np.where(np.isfinite(vb) & (~np.isfinite(va) | op(vb, va)), b, a)
-
-
-class _Envelope:
-    """What is drawn of one growing series, kept up to date as it grows.
-
-    The values are cut into buckets of ``size`` consecutive steps; each bucket keeps where its
-    smallest and largest finite values are (so a spike is drawn, not skipped by a stride) and
-    the sum and count of its finite values (for the smoothed mean). When there are more than
-    ``limit`` buckets, neighbours merge and ``size`` doubles. A redraw therefore reads at most
-    ``limit`` buckets plus the newest values that do not fill one yet (fewer than ``size``),
-    and each value is bucketed once: the cost does not grow with the length of the run.
-    """
-
-    def __init__(self, limit: int):
-        self.limit, self.size, self.done = limit, 1, 0      # done: values in whole buckets
-        self.lo = self.hi = np.zeros(0, np.int64)
-        self.total = self.count = np.zeros(0)
-
-    def update(self, values):
-        if not self.done:                        # new, maybe for a long series: start at the
-            while len(values) // self.size > self.limit:    # size merging would reach
-                self.size *= 2
-        fresh = (len(values) - self.done) // self.size
-        if fresh:
-            stats = _bucket_stats(values, self.done, fresh, self.size)
-            self.lo, self.hi, self.total, self.count = (
-                np.concatenate([old, new]) for old, new in
-                zip((self.lo, self.hi, self.total, self.count), stats))
-            self.done += fresh * self.size
-        while len(self.lo) > self.limit:
-            if len(self.lo) % 2:                 # the odd one out goes back to the tail
-                self.lo, self.hi, self.total, self.count = (
-                    a[:-1] for a in (self.lo, self.hi, self.total, self.count))
-                self.done -= self.size
-            self.lo = _better(values, self.lo[0::2], self.lo[1::2], np.less)
-            self.hi = _better(values, self.hi[0::2], self.hi[1::2], np.greater)
-            self.total = self.total[0::2] + self.total[1::2]
-            self.count = self.count[0::2] + self.count[1::2]
-            self.size *= 2
-
-    def _with_tail(self, values):
-        tail = len(values) - self.done
-        if not tail:
-            return self.lo, self.hi, self.total, self.count
-        return tuple(np.concatenate([a, b]) for a, b in
-                     zip((self.lo, self.hi, self.total, self.count),
-                         _bucket_stats(values, self.done, 1, tail)))
-
-    def points(self, values) -> np.ndarray:
-        """Indices to draw, in order: the first and last value and each bucket's extremes."""
-        n = len(values)
-        if n == 0:
-            return np.zeros(0, np.int64)
-        lo, hi, _, _ = self._with_tail(values)
-        idx = np.empty(2 * len(lo) + 2, np.int64)
-        idx[0], idx[-1] = 0, n - 1
-        idx[1:-1:2], idx[2:-1:2] = np.minimum(lo, hi), np.maximum(lo, hi)
-        return idx[np.concatenate([[True], idx[1:] != idx[:-1]])]
-
-    def means(self, values, window: int):
-        """(index of each bucket's last value, mean of the finite values among the ``window``
-        or so values that end there): a trailing mean, NaN where no value is finite."""
-        n = len(values)
-        if n == 0:
-            return np.zeros(0, np.int64), np.zeros(0)
-        _, _, total, count = self._with_tail(values)
-        k = max(1, round(window / self.size))    # the window, in buckets
-        sums = np.concatenate([[0.0], np.cumsum(total)])
-        counts = np.concatenate([[0.0], np.cumsum(count)])
-        j = np.arange(1, len(total) + 1)
-        lo = np.maximum(0, j - k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = (sums[j] - sums[lo]) / (counts[j] - counts[lo])
-        return np.minimum(j * self.size - 1, n - 1), means
-
-
-# -- the monitor --------------------------------------------------------------------------------
 class Monitor:
     """Live plot of a hand-written training loop. See the module docstring."""
 
@@ -505,7 +106,8 @@ class Monitor:
         self.redraws = 0
         self._draw_s = None              # smoothed time of one redraw that blits
         self._full_s = None              # ... and of one that draws new axis limits
-        self._drawn = 0.0                # total steady-state drawing time
+        self._image = None               # what show() was given: drawn at the next redraw
+        self.picture = None              # PNG bytes of the last image shown
 
     # -- the loop calls these ---------------------------------------------------------------
     def log(self, step: int | None = None, *, loss=None, grad_norm=None, layer_norms=None,
@@ -585,11 +187,36 @@ class Monitor:
         if not self._closed:
             self._redraw(relayout=True)
 
+    def show(self, image):
+        """Show a picture beside the curves (generated samples, the image being optimised),
+        redrawn with them, under the same throttle. ``image``: an array (H, W[, 1|3|4]) of
+        floats in [0, 1] or uint8, a matplotlib figure, PNG bytes, or a function of no
+        arguments returning one: it is called at every redraw, so a costly rendering runs only
+        when it will be seen, and its cost counts in the redraw's."""
+        if self._closed:
+            raise self._closed_error("show")
+        if not callable(image):
+            image_png(image)                     # a wrong shape or dtype fails here, not later
+        self._image = image
+        if self._started is None:
+            self._start()
+        now = time.perf_counter()
+        if now - self._last_flush >= self.every and self._due(now):
+            self._redraw(relayout=self._affords(self._full_s))
+
+    def _picture(self):
+        image = self._image
+        if image is not None:
+            self.picture = image_png(image() if callable(image) else image)
+            if not callable(image):
+                self._image = None               # shown; a function is drawn again each time
+
     def _redraw(self, relayout: bool):
         t0 = time.perf_counter()
         if self._started is None:
             self._start()
         self._convert()
+        self._picture()
         png, one_off = None, 0.0
         if self._wants_png and self.history.keys():
             p = self.plotter
@@ -601,12 +228,10 @@ class Monitor:
                 one_off = draw               # first guesses: high for a full draw, fair for a blit
                 self._full_s = self._full_s or draw
                 self._draw_s = self._draw_s or p.last_blit_seconds or draw
+            elif p.full_draws != fulls:      # new axis limits: a full draw
+                self._full_s = draw if self._full_s is None else 0.5 * (self._full_s + draw)
             else:
-                self._drawn += draw
-                if p.full_draws != fulls:    # new axis limits: a full draw
-                    self._full_s = draw if self._full_s is None else 0.5 * (self._full_s + draw)
-                else:
-                    self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
+                self._draw_s = draw if self._draw_s is None else 0.7 * self._draw_s + 0.3 * draw
         self.sink.send(self, png)
         self.redraws += 1
         self._last_flush = time.perf_counter()
@@ -638,6 +263,7 @@ class Monitor:
         self._closed, self._ended = True, time.perf_counter()
         try:
             self._convert()      # may raise for a value it cannot read, after keeping the rest
+            self._picture()
         finally:
             final = getattr(self.sink, "wants_final_png", self._wants_png)
             png = (self.plotter.render(self.history, self.total_steps)
@@ -749,54 +375,11 @@ class Monitor:
         return self._pending[-1][0] if self._pending else self.history.last_step
 
     def _step_number(self, step) -> int:
-        try:
-            if isinstance(step, bool):
-                raise TypeError
-            step = operator.index(step)
-        except (TypeError, AttributeError):      # (a float tensor raises the latter)
-            raise TypeError(f"step must be an int (or left out to count steps), got "
-                            f"{type(step).__name__} {step!r:.40}") from None
-        if step < 0:
-            raise ValueError(f"step must be >= 0, got {step}")
-        last = self._last_logged()
-        if last is not None and step <= last:
-            raise ValueError(f"step must increase: got {step} after step {last}; leave it "
-                             f"out to count steps, or use a new Monitor for a new run")
-        return step
+        return step_number(step, self._last_logged())
 
     def _check(self, loss, grad_norm, layer_norms, scalars):
-        """The slow path of log(): a type it has not seen, a value to copy, or a key it has
-        not checked yet. The first value under each key is converted now, so that a wrong
-        shape or kind fails here rather than at a later redraw."""
-        first = not self._known and not self._known_layers
-        known, epoch_keys = self._known, self.history.epoch_keys()
-        named = {"loss": loss, "grad_norm": grad_norm, **scalars}
-        for k, v in named.items():
-            if v is None or k in known:
-                continue
-            if k.startswith("layer/"):
-                raise ValueError(f"{k!r}: names starting with 'layer/' are for "
-                                 f"layer_norms={{name: norm}}")
-            if k in epoch_keys:
-                raise ValueError(f"{k!r} is already an end-of-epoch key (log_epoch); give the "
-                                 f"per-step value another name")
-        checked = {k: _admit(k, v, k not in known) for k, v in named.items()}
-        loss, grad_norm = checked.pop("loss"), checked.pop("grad_norm")
-        if layer_norms is not None:
-            for k in layer_norms:
-                if not isinstance(k, str):
-                    raise TypeError(f"layer_norms keys must be layer names (str), got {k!r}")
-            layer_norms = {k: _admit(f"layer_norms[{k!r}]", v, k not in self._known_layers)
-                           for k, v in layer_norms.items()}
-            self._known_layers.update(k for k, v in layer_norms.items() if v is not None)
-        tf = sys.modules.get("tensorflow")
-        if first and tf is not None and tf.inside_function():   # only Python numbers given
-            raise RuntimeError("monitor.log() was called inside a tf.function, where it runs "
-                               "once, while tracing. Return the values from the step function "
-                               "and log them outside it.")
-        known.update(k for k, v in checked.items() if v is not None)
-        known.update(k for k, v in (("loss", loss), ("grad_norm", grad_norm)) if v is not None)
-        return loss, grad_norm, layer_norms, checked
+        return check_first(loss, grad_norm, layer_norms, scalars, self._known,
+                           self._known_layers, self.history.epoch_keys())
 
     def _start(self):
         t0 = time.perf_counter()
@@ -822,24 +405,8 @@ class Monitor:
             del pending[:done]
         if not pending:
             return
-        # key -> one value (or None) per step: named scalars, loss, grad_norm, layer/...
-        steps, losses, gnorms, layers, scalars = zip(*pending)
-        raw = _columns(scalars)
-        raw.update({k: vs for k, vs in (("loss", losses), ("grad_norm", gnorms))
-                    if vs.count(None) < len(vs)})
-        raw.update(_columns(layers, prefix="layer/"))
-        columns, problems = {}, []
-        first = None                             # (index, key, value): the earliest NaN/Inf
-        for k, vs in raw.items():
-            columns[k], unread, problem = _to_floats(vs, k, steps)
-            if problem:
-                problems.append(problem)
-            if self.nonfinite is None and (k in self.WATCHED or k.startswith("layer/")):
-                for i in np.flatnonzero(~np.isfinite(columns[k])):
-                    if vs[i] is not None and i not in unread:      # logged, and read: NaN/Inf
-                        if first is None or i < first[0]:  # the earliest step, then key order
-                            first = (int(i), k, float(columns[k][i]))
-                        break
+        steps, columns, first, problems = gather(pending, self.WATCHED if self.nonfinite is None
+                                                 else None)
         if first is not None:                    # before the history changes: not lost
             self._report_nonfinite(first[1], steps[first[0]], first[2])
         count = len(pending)

@@ -11,189 +11,11 @@
 """
 from __future__ import annotations
 
-import io
-import math
 import os
 import sys
 import time
 
-import numpy as np
 
-
-class Plotter:
-    """Draws a ``monitor.History`` to PNG bytes with matplotlib's Agg backend, fast enough to
-    redraw while training.
-
-    The figure is kept between redraws. A *full draw* (axes, ticks, labels, legends) happens
-    only when the layout or the axis limits must change; the limits keep headroom (the x axis
-    runs to ``total_steps`` when known, log axes span whole decades), so that is rare. Every
-    other redraw *blits*: it restores the cached background, draws only the lines and encodes
-    the pixels (about a tenth of a full draw). ``full_draws`` counts the former;
-    ``layout_changes`` those of them due to a new panel or line (bounded by the number of
-    series, so one-off); ``builds`` counts new figures (a new panel appeared).
-    """
-
-    _warm = False
-
-    def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400):
-        self.title, self.dpi, self.max_points = title, dpi, max_points
-        self.fig, self.layout, self.axes, self.lines = None, None, {}, {}
-        self.builds = self.full_draws = 0
-        self.layout_changes = 0          # full draws for a new panel or a new line (one-off)
-        self.limits = {}                 # panel -> (x0, x1, y0, y1)
-        self.last_seconds = self.last_blit_seconds = None
-        self._bg = None
-
-    @classmethod
-    def warm_up(cls):
-        """Load matplotlib's fonts and Agg once per process (the first figure is slow)."""
-        if not cls._warm:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
-
-            fig = Figure(figsize=(1, 1), dpi=36)
-            FigureCanvasAgg(fig)
-            fig.add_subplot().set_title("warm-up")
-            fig.savefig(io.BytesIO(), format="png")
-            cls._warm = True
-
-    def _build(self, panels):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.ticker import MaxNLocator, NullFormatter
-
-        ncols = min(3, len(panels))
-        nrows = -(-len(panels) // ncols)
-        self.fig = Figure(figsize=(3.6 * ncols, 2.5 * nrows + 0.3), dpi=self.dpi)
-        FigureCanvasAgg(self.fig)
-        if self.title:
-            self.fig.suptitle(f"{self.title} (x: training step)", fontsize=10)
-        self.axes, self.lines, self.limits = {}, {}, {}
-        for i, (name, series) in enumerate(panels):
-            ax = self.fig.add_subplot(nrows, ncols, i + 1)
-            ax.set_title(name, fontsize=9)
-            ax.tick_params(labelsize=7)
-            ax.xaxis.set_major_locator(MaxNLocator(4, integer=True))
-            if self._log(name):
-                ax.set_yscale("log")
-                ax.yaxis.set_minor_formatter(NullFormatter())  # tick text is the slow part
-            else:
-                ax.yaxis.set_major_locator(MaxNLocator(4))
-            self.axes[name] = ax
-        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14 / nrows, wspace=0.3,
-                                 hspace=0.55, top=1 - 0.55 / (2.5 * nrows + 0.3))
-        self.layout = [name for name, _ in panels]
-        self.builds += 1
-        self._bg = None
-
-    @staticmethod
-    def _log(name):
-        return name.startswith("gradient")
-
-    @staticmethod
-    def _visible(name, values):
-        values = np.asarray(values, dtype=float)
-        return np.isfinite(values) & ((values > 0) if Plotter._log(name) else True)
-
-    def _new_limits(self, name, xs, ys, x_max, old):
-        """Limits that hold the data, kept from ``old`` while they still do."""
-        x0 = float(xs.min()) if xs.size else 0.0
-        x1 = float(xs.max()) if xs.size else 1.0
-        if x_max is not None and x_max >= x1:
-            hi_x = float(x_max)
-        elif old is not None and old[1] >= x1:
-            hi_x = old[1]
-        else:
-            hi_x = x1 + max(0.5 * (x1 - x0), 10.0)   # unknown length: grow by half at a time
-        lo_x = min(x0, old[0]) if old is not None else x0
-        if ys.size == 0:
-            y = (1e-3, 1.0) if self._log(name) else (0.0, 1.0)
-            return (lo_x, hi_x) + (old[2:] if old is not None else y)
-        lo, hi = float(ys.min()), float(ys.max())
-        if old is not None and old[2] <= lo and hi <= old[3]:
-            return (lo_x, hi_x) + old[2:]
-        if self._log(name):                          # whole decades
-            y0, y1 = 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
-            return (lo_x, hi_x, y0, y1 if y1 > y0 else y0 * 10)
-        span = hi - lo
-        pad = max(0.25 * span, 0.05 * abs(hi)) or 1.0         # 1.0: a series of zeros
-        y0 = 0.0 if 0 <= lo < max(span, pad) else lo - pad   # losses and rates sit on zero
-        return (lo_x, hi_x, y0, hi + pad)
-
-    def render(self, history, x_max: int | None = None, relayout: bool = True) -> bytes:
-        """PNG bytes of ``history``. ``x_max``: the run's last step if known (fixes the x
-        axis). ``relayout=False``: keep the current axis limits even if data left them (they
-        are clipped at the edge) unless the layout itself changed; the monitor passes it when
-        its time budget cannot afford a full draw."""
-        t0 = time.perf_counter()
-        panels = history.panels(self.max_points)
-        if not panels:
-            return b""
-        changed = self.layout != [name for name, _ in panels]
-        if changed:
-            self._build(panels)
-        stale = self._bg is None
-        for name, series in panels:
-            ax = self.axes[name]
-            xs, ys = [], []
-            for label, steps, values, style in series:
-                key = (name, label)
-                if key not in self.lines:
-                    if style == "points":
-                        (line,) = ax.plot([], [], "o-", ms=3, lw=1, label=label)
-                    elif style == "bold":
-                        (line,) = ax.plot([], [], color="black", lw=1.6, label=label)
-                    else:
-                        (line,) = ax.plot([], [], lw=1, label=label,
-                                          alpha=0.35 if style == "raw" else 1.0)
-                    line.set_animated(True)          # drawn by the blit, not the background
-                    self.lines[key] = line
-                    if len(series) > 1:
-                        ax.legend(fontsize=6, loc="best")
-                    stale = changed = True           # the legend is in the background
-                ok = self._visible(name, values)
-                x, y = np.asarray(steps)[ok], np.asarray(values, dtype=float)[ok]
-                self.lines[key].set_data(x, y)
-                xs.append(x)
-                ys.append(y)
-            xs = np.concatenate(xs) if xs else np.zeros(0)
-            ys = np.concatenate(ys) if ys else np.zeros(0)
-            old = self.limits.get(name)
-            lim = self._new_limits(name, xs, ys, x_max, old)
-            if lim != old and (relayout or stale or old is None):
-                self.limits[name] = lim
-                ax.set_xlim(lim[0], lim[1] if lim[1] > lim[0] else lim[0] + 1)
-                ax.set_ylim(lim[2], lim[3])
-                stale = True
-        canvas = self.fig.canvas
-        if stale:                                    # axes, ticks, labels, legends
-            canvas.draw()
-            self._bg = canvas.copy_from_bbox(self.fig.bbox)
-            self.full_draws += 1
-            if changed and self.layout is not None:
-                self.layout_changes += 1
-        t1 = time.perf_counter()
-        canvas.restore_region(self._bg)
-        for (name, _), line in self.lines.items():
-            self.axes[name].draw_artist(line)
-        png = _encode_png(canvas.buffer_rgba())
-        now = time.perf_counter()
-        self.last_seconds, self.last_blit_seconds = now - t0, now - t1
-        return png
-
-
-def _encode_png(rgba) -> bytes:
-    from PIL import Image  # a matplotlib dependency
-
-    a = np.asarray(rgba)
-    buf = io.BytesIO()
-    Image.fromarray(a[..., :3]).save(buf, format="png", compress_level=1)
-    return buf.getvalue()
-
-
-def render_png(history, title: str = "", dpi: int = 72) -> bytes:
-    """One-off drawing of ``history`` to PNG bytes (the monitor keeps a ``Plotter``)."""
-    return Plotter(title, dpi).render(history)
 
 
 def _in_kernel() -> bool:
@@ -252,6 +74,8 @@ class TextSink(NullSink):
         print(monitor.status_line(final=True), file=self.stream, flush=True)
         if png is not None:
             _display_final(png)
+        if png is not None and monitor.picture is not None:
+            _display_final(monitor.picture)
 
 
 class WidgetSink(NullSink):
@@ -265,7 +89,8 @@ class WidgetSink(NullSink):
         self.widgets = widgets
         self.label = widgets.HTML(value="")
         self.image = widgets.Image(format="png")
-        self.box = widgets.VBox([self.label, self.image])
+        self.picture = None              # Monitor.show()'s picture, beside the curves, once used
+        self.box = widgets.VBox([self.label, widgets.HBox([self.image])])
         self.handle = None
 
     def start(self, monitor):
@@ -290,6 +115,12 @@ class WidgetSink(NullSink):
         self.label.value = self._html(monitor)
         if png is not None:
             self.image.value = png
+        if monitor.picture is not None:
+            if self.picture is None:             # the first picture: make room for it
+                self.picture = self.widgets.Image(format="png")
+                self.box.children[1].children = (self.image, self.picture)
+            if self.picture.value != monitor.picture:
+                self.picture.value = monitor.picture
 
     def close(self, monitor, png):
         from IPython.display import HTML, Image, display
@@ -297,6 +128,8 @@ class WidgetSink(NullSink):
         if self.handle is not None and png is not None:
             self.handle.update(Image(png))  # the static figure takes the widget's place
             self.box.close()
+        if monitor.picture is not None:
+            display(Image(monitor.picture))
         display(HTML(self._html(monitor, final=True)))
 
 

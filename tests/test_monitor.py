@@ -1,14 +1,10 @@
-"""Tests for ctlkit/monitor.py and ctlkit/sinks.py: the live training monitor, headless."""
+"""ctlkit/monitor.py: logging, buffering, the redraw rule, NaN watch, interrupts, headless."""
 import decimal
 import fractions
-import io
 import math
 import re
-import struct
 import time
 
-import IPython
-import IPython.display
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,92 +12,14 @@ import tensorflow as tf
 import keras
 
 import ctlkit
-from ctlkit import grads, sinks
-from ctlkit.monitor import History, Monitor, NonFiniteError
-from ctlkit.sinks import NullSink, Plotter, TextSink, WidgetSink, make_sink, render_png
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def png_size(png):
-    assert png[:8] == PNG_MAGIC
-    return struct.unpack(">II", png[16:24])  # (width, height) from the IHDR chunk
+from ctlkit import grads
+from ctlkit.history import History
+from ctlkit.monitor import Monitor, NonFiniteError
+from ctlkit.plotter import PNG_MAGIC, Plotter
+from ctlkit.sinks import NullSink
+from monitor_helpers import Probe, RecordingSink
 
 
-@pytest.fixture(autouse=True)
-def no_monitor_env(monkeypatch):
-    monkeypatch.delenv("CTLKIT_MONITOR", raising=False)
-
-
-class FakeHandle:
-    def __init__(self):
-        self.updates = []
-
-    def update(self, obj):
-        self.updates.append(obj)
-
-
-@pytest.fixture
-def fake_display(monkeypatch):
-    """Replace IPython's display(): records what was shown and hands out fake display handles."""
-    shown, handles = [], []
-
-    def display(*objs, display_id=None, raw=False, **kwargs):
-        shown.extend(objs)
-        if raw:  # a raw bundle must be a dict of mimetypes, as IPython requires
-            assert all(isinstance(o, dict) and "text/plain" in o for o in objs), objs
-        if display_id:
-            handles.append(FakeHandle())
-            return handles[-1]
-        return None
-
-    monkeypatch.setattr(IPython.display, "display", display)
-    return shown, handles
-
-
-class RecordingSink:
-    """A learner-style sink object: records every call."""
-
-    def __init__(self, wants_png=False):
-        self.wants_png = wants_png
-        self.calls, self.pngs = [], []
-
-    def start(self, monitor):
-        self.calls.append("start")
-
-    def send(self, monitor, png):
-        self.calls.append("send")
-        self.pngs.append(png)
-
-    def close(self, monitor, png):
-        self.calls.append("close")
-        self.pngs.append(png)
-
-
-class Probe:
-    """A value whose conversion to a number is counted (as a tensor's .numpy() would sync)."""
-
-    def __init__(self, value, counter):
-        self.value, self.counter = value, counter
-
-    def numpy(self):
-        self.counter.append(1)
-        return np.float32(self.value)
-
-
-def history(n=50, layers=True, epochs=True):
-    h = History()
-    for i in range(1, n + 1):
-        row = {"loss": 2.0 / i, "grad_norm": 1.0 + 1.0 / i}
-        if layers:
-            row.update({"layer/dense": 0.5 / i, "layer/out": 0.3})
-        h.add(i, row)
-        if epochs and i % 10 == 0:
-            h.add_epoch(i, {"val_loss": 2.5 / i, "val_accuracy": i / n})
-    return h
-
-
-# -- history from tensors -----------------------------------------------------------------------
 def test_history_collects_tensors_from_a_real_step():
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="hidden"),
@@ -180,39 +98,6 @@ def test_log_epoch():
     np.testing.assert_allclose(m.history["val_loss"], [0.5, 1.5, 2.5])
     np.testing.assert_allclose(m.history["val_accuracy"], [0.0, 0.1, 0.2])
     assert set(m.history.keys()) == {"loss", "val_loss", "val_accuracy"}
-
-
-def test_history_unknown_key_names_what_was_logged():
-    h = history(3, layers=False, epochs=False)
-    with pytest.raises(KeyError, match=r"'acc' was never logged; logged: \['grad_norm', 'loss'\]"):
-        h["acc"]
-
-
-def _panel_with(panels, label):
-    (found,) = [[lbl for lbl, *_ in series] for _, series in panels
-                if label in [lbl for lbl, *_ in series]]
-    return found
-
-
-def test_history_panels_group_related_series():
-    panels = history(30).panels()
-    assert 1 <= len(panels) <= 4  # each axis costs drawing time
-    assert {"loss", "val_loss"} <= set(_panel_with(panels, "loss"))  # validation beside training
-    layer_panel = _panel_with(panels, "dense")
-    assert "out" in layer_panel and len(layer_panel) == 3  # the global norm and both layers
-    assert "val_accuracy" not in _panel_with(panels, "loss")
-    for _, series in panels:
-        for label, steps, values, style in series:
-            assert len(steps) == len(values), label
-
-
-def test_history_panels_subsample_long_runs():
-    h = History()
-    for i in range(1, 2001):
-        h.add(i, {"loss": 1.0 / i, "grad_norm": 1.0, "layer/dense": 2.0})
-    for _, series in h.panels(max_points=400):
-        for label, steps, values, _ in series:
-            assert len(steps) == len(values) <= 400, label
 
 
 def test_status_line_and_fraction_done():
@@ -384,6 +269,7 @@ def test_stop_on_nonfinite_converts_every_step():
     m.close()
 
 
+@pytest.mark.timing
 def test_cheap_loop_gets_only_a_few_redraws():
     m = Monitor(total_steps=2000, sink="null")  # every=0.5 s
     t0 = time.perf_counter()
@@ -396,6 +282,7 @@ def test_cheap_loop_gets_only_a_few_redraws():
     assert len(m.history["loss"]) == 2000
 
 
+@pytest.mark.timing
 def test_redraws_follow_every_seconds():
     m = Monitor(sink="null", every=0.1)
     t0 = time.perf_counter()
@@ -407,6 +294,7 @@ def test_redraws_follow_every_seconds():
     m.close()
 
 
+@pytest.mark.timing
 def test_slow_drawing_stretches_the_redraw_interval():
     sink = RecordingSink(wants_png=True)
     m = Monitor(sink=sink, every=0.01)  # asks for 100 redraws/s; drawing takes far longer
@@ -475,173 +363,6 @@ def test_layer_norms_must_be_a_dict(bad):
         m.log(loss=1.0, layer_norms=bad)
 
 
-@pytest.mark.parametrize("bad", ["bogus", "Widget", "", None, 5])
-def test_unknown_sink(bad):
-    with pytest.raises(ValueError,
-                       match=r"sink must be one of \('auto', 'widget', 'text', 'null'\)"):
-        Monitor(sink=bad)
-
-
-def test_bogus_ctlkit_monitor_env(monkeypatch):
-    monkeypatch.setenv("CTLKIT_MONITOR", "bogus")
-    with pytest.raises(ValueError, match=r"CTLKIT_MONITOR must be one of .* got 'bogus'"):
-        Monitor()
-    assert isinstance(Monitor(sink="null").sink, NullSink)  # an explicit sink ignores the env
-
-
-# -- choosing a sink ----------------------------------------------------------------------------
-def test_make_sink_kinds(monkeypatch):
-    assert type(make_sink("null")) is NullSink
-    assert type(make_sink("text")) is TextSink
-    assert type(make_sink("auto")) is TextSink  # no Jupyter kernel in pytest
-    monkeypatch.setenv("CTLKIT_MONITOR", "null")
-    assert type(make_sink("auto")) is NullSink
-    monkeypatch.setenv("CTLKIT_MONITOR", "text")
-    assert type(make_sink()) is TextSink
-    own = RecordingSink()
-    assert make_sink(own) is own
-
-
-def test_auto_picks_the_widget_in_a_kernel(monkeypatch, fake_display):
-    # imported before the fake kernel exists: on import, ipywidgets 7 registers its comm target
-    # with the running kernel, which a fake one cannot take (ipywidgets 8 does not)
-    import ipywidgets  # noqa: F401
-
-    class FakeShell:
-        kernel = object()
-
-    monkeypatch.setattr(IPython, "get_ipython", lambda: FakeShell())
-    assert sinks._in_kernel() is True
-    assert type(make_sink("auto")) is WidgetSink
-    monkeypatch.setenv("CTLKIT_MONITOR", "text")
-    assert type(make_sink("auto")) is TextSink
-
-
-def test_not_in_kernel_without_ipython_shell(monkeypatch):
-    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
-    assert sinks._in_kernel() is False
-
-
-# -- drawing ------------------------------------------------------------------------------------
-def test_render_png_returns_png_bytes():
-    png = render_png(history(40), title="digits MLP")
-    w, h = png_size(png)
-    assert 200 < w < 2000 and 100 < h < 2000
-
-
-def test_render_png_layout_follows_panels():
-    one_panel = History()
-    for i in range(1, 20):
-        one_panel.add(i, {"loss": 1.0 / i})
-    w1, _ = png_size(render_png(one_panel))
-    w3, _ = png_size(render_png(history(20)))
-    assert w3 > 2 * w1  # panels side by side
-
-
-def test_plotter_reuses_its_figure():
-    h = history(10, layers=True, epochs=False)
-    p = Plotter()
-    for i in range(11, 14):
-        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
-        p.render(h)
-    assert p.builds == 1
-
-
-def test_render_png_empty_history():
-    assert render_png(History()) == b""
-
-
-def test_picture_changes_when_history_grows():
-    h = history(20, epochs=False)
-    p = Plotter("run")
-    first = p.render(h)
-    again = p.render(h)
-    for i in range(21, 60):
-        h.add(i, {"loss": 5.0, "grad_norm": 10.0, "layer/dense": 3.0, "layer/out": 0.01})
-    grown = p.render(h)
-    assert first == again  # same data, same picture
-    assert grown != first and grown[:8] == PNG_MAGIC
-    assert grown != render_png(history(20, epochs=False), title="run")
-
-
-def test_plotter_rebuilds_when_a_panel_appears():
-    h = history(10, layers=False, epochs=False)
-    p = Plotter()
-    size_before = png_size(p.render(h))
-    h.add_epoch(10, {"val_accuracy": 0.9})
-    assert png_size(p.render(h)) != size_before and p.builds == 2
-
-
-def test_plotter_blits_while_the_data_stay_inside_the_axes():
-    h = history(20, epochs=False)
-    p = Plotter("run")
-    p.render(h, x_max=100)
-    h = History()            # other values at the same steps: stale lines would still show
-    for i in range(1, 40):
-        h.add(i, {"loss": 1.0 + 0.5 * math.sin(i), "grad_norm": 1.5, "layer/dense": 0.1,
-                  "layer/out": 1.0})
-    blit = p.render(h, x_max=100)
-    assert p.full_draws == 1 and p.builds == 1
-    p._bg = None                        # force a full draw of the same data and limits
-    full = p.render(h, x_max=100)
-    assert p.full_draws == 2
-    assert blit == full                 # the cached background holds no stale lines
-
-
-def test_a_blit_is_much_cheaper_than_a_full_draw():
-    h = history(200, epochs=True)
-    p = Plotter("run")
-    p.render(h, x_max=400)
-    blits, fulls = [], []
-    for _ in range(3):
-        p.render(h, x_max=400)
-        blits.append(p.last_seconds)
-        p._bg = None
-        p.render(h, x_max=400)
-        fulls.append(p.last_seconds)
-    assert min(blits) < 0.5 * min(fulls), (blits, fulls)  # ~0.1 on an idle machine
-
-
-def test_data_leaving_the_axes_forces_a_full_draw_with_room_for_them():
-    h = history(20, epochs=False)
-    p = Plotter()
-    p.render(h, x_max=30)
-    assert p.limits["loss"][1] == 30       # the x axis runs to the last step of the run
-    h.add(21, {"loss": 40.0, "grad_norm": 1e4, "layer/dense": 1.0, "layer/out": 1.0})
-    p.render(h, x_max=30)
-    assert p.full_draws == 2
-    x0, x1, y0, y1 = p.limits["loss"]
-    assert y1 > 40.0 and y0 <= min(h["loss"])
-    g = p.limits["gradient norms"]
-    assert g[3] >= 1e4 and math.log10(g[2]).is_integer() and math.log10(g[3]).is_integer()
-    for i in range(22, 60):                # past x_max (a longer run than announced)
-        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
-    p.render(h, x_max=30)
-    assert p.limits["loss"][1] >= 59
-
-
-def test_without_relayout_the_limits_stay_and_the_picture_still_updates():
-    h = history(20, epochs=False)
-    p = Plotter()
-    first = p.render(h, x_max=40)
-    limits = dict(p.limits)
-    h.add(21, {"loss": 40.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
-    clipped = p.render(h, x_max=40, relayout=False)    # the budget cannot afford a full draw
-    assert p.full_draws == 1 and p.limits == limits and clipped != first
-    p.render(h, x_max=40)                              # later it can
-    assert p.full_draws == 2 and p.limits["loss"][3] > 40.0
-
-
-def test_a_constant_series_gets_a_readable_axis():
-    h = History()
-    for i in range(1, 10):
-        h.add(i, {"loss": 1.0, "accuracy": 0.0})
-    p = Plotter()
-    p.render(h)
-    assert p.limits["metrics"][2:] == (0.0, 1.0)
-    assert p.limits["loss"][2] < 1.0 < p.limits["loss"][3]
-
-
 def test_monitor_fixes_the_x_axis_to_total_steps():
     m = Monitor(total_steps=500, sink=RecordingSink(wants_png=True))
     with m:
@@ -649,112 +370,6 @@ def test_monitor_fixes_the_x_axis_to_total_steps():
             m.log(loss=1.0, grad_norm=1.0)
         m.flush()
     assert m.plotter.limits["loss"][1] == 500
-
-
-def test_render_long_history_with_a_nan_loss():
-    # > 2 * max_points steps, so the series are subsampled; the NaN disables smoothing.
-    h = History()
-    for i in range(1, 1001):
-        h.add(i, {"loss": float("nan") if i == 500 else 1.0 / i})
-    assert render_png(h)[:8] == PNG_MAGIC
-
-
-def test_render_tolerates_nan_and_nonpositive_gradient_norms():
-    h = History()
-    for i in range(1, 50):
-        h.add(i, {"loss": float("nan") if i == 25 else 1.0 / i, "grad_norm": 0.0 if i < 3 else i})
-    assert render_png(h)[:8] == PNG_MAGIC
-
-
-# -- sinks --------------------------------------------------------------------------------------
-def test_text_sink_headless_output(capsys):
-    m = Monitor(total_steps=20, sink="text")
-    with m:
-        for step in range(1, 21):
-            m.log(loss=tf.constant(1.0 / step), grad_norm=tf.constant(2.0))
-            if step == 10:
-                m.flush()
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("step 10/20 · ") and "loss 0.1 · grad_norm 2" in lines[0]
-    assert lines[-1].startswith("step 20/20 · ") and "loss 0.05" in lines[-1]
-    assert "ETA" not in lines[-1]
-
-
-def test_text_sink_line_per_flush_and_tty_in_place():
-    buf = io.StringIO()
-    m = Monitor(total_steps=3, sink=TextSink(every=0, stream=buf))
-    for _ in range(3):
-        m.log(loss=0.5)
-        m.flush()
-    m.close()
-    lines = buf.getvalue().splitlines()
-    assert [line.split(" · ")[0] for line in lines] == ["step 1/3", "step 2/3", "step 3/3",
-                                                        "step 3/3"]
-
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    tty = Tty()
-    sink = TextSink(stream=tty)
-    assert sink.every == 0.5 and TextSink(stream=io.StringIO()).every == 5.0
-    sink.send(m, None)
-    assert tty.getvalue().endswith("\r")
-
-
-def test_text_sink_throttles_its_own_lines():
-    buf = io.StringIO()
-    m = Monitor(sink=TextSink(every=3600, stream=buf))
-    for _ in range(5):
-        m.log(loss=0.5)
-        m.flush()
-    assert len(buf.getvalue().splitlines()) == 1
-
-
-def test_text_sink_final_png_only_in_a_kernel(monkeypatch, fake_display):
-    shown, _ = fake_display
-    png = render_png(history(5))
-    m = Monitor(sink="null")
-    TextSink(stream=io.StringIO()).close(m, png)
-    assert shown == []
-    monkeypatch.setattr(sinks, "_in_kernel", lambda: True)
-    TextSink(stream=io.StringIO()).close(m, png)
-    assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
-    assert shown[0].data == png
-
-
-def test_widget_sink_start_send_close(fake_display):
-    shown, handles = fake_display
-    m = Monitor(total_steps=10, sink="null")
-    sink = WidgetSink()
-    sink.start(m)
-    view = "application/vnd.jupyter.widget-view+json"     # the bundle itself, as on ipywidgets 7 and 8
-    assert len(shown) == 1 and shown[0][view]["model_id"] == sink.box.model_id and len(handles) == 1
-    assert "<progress value='0.000'" in sink.label.value and "step 0/10" in sink.label.value
-
-    png = render_png(history(10))
-    m.step = 5
-    sink.send(m, png)
-    assert sink.image.value == png
-    assert "<progress value='0.500'" in sink.label.value and "step 5/10" in sink.label.value
-    sink.send(m, None)  # a text-only update keeps the picture
-    assert sink.image.value == png
-
-    final = render_png(history(12))
-    sink.close(m, final)
-    (update,) = handles[0].updates
-    assert isinstance(update, IPython.display.Image) and update.data == final
-    assert sink.box.comm is None  # the live widget is closed
-    assert isinstance(shown[-1], IPython.display.HTML) and "step 5/10" in shown[-1].data
-
-
-def test_widget_sink_close_without_picture_keeps_widget(fake_display):
-    _, handles = fake_display
-    m = Monitor(sink="null")
-    sink = WidgetSink()
-    sink.start(m)
-    sink.close(m, None)
-    assert handles[0].updates == []
 
 
 def test_widget_monitor_end_to_end(fake_display):
@@ -791,6 +406,7 @@ def _train(monitor, seconds):
     return monitor.overhead()
 
 
+@pytest.mark.timing
 def test_widget_monitor_overhead_is_small(fake_display):
     m = Monitor(sink="widget")
     overhead = _train(m, seconds=2.5)
@@ -871,23 +487,6 @@ def test_every_nan_is_rejected():
 
 
 # -- logging cost does not grow with the run ---------------------------------------------
-def test_history_add_cost_does_not_grow_with_its_length():
-    def seconds_for_500_adds(h):
-        t0 = time.perf_counter()
-        first = len(h)
-        for i in range(first, first + 500):
-            h.add(i, {"loss": 1.0, "grad_norm": 2.0})
-        return time.perf_counter() - t0
-
-    short, long_ = History(), History()
-    long_.extend(list(range(300_000)), {"loss": [1.0] * 300_000, "grad_norm": [1.0] * 300_000})
-    fresh = min(seconds_for_500_adds(short) for _ in range(3))
-    late = min(seconds_for_500_adds(long_) for _ in range(3))
-    # a per-add copy of the series (the old setdefault default) made this ~300x; allow noise
-    assert late < 10 * fresh + 0.01, (fresh, late)
-    assert len(long_["loss"]) == 301_500 and long_["grad_norm"][-1] == 2.0
-
-
 def test_buffered_steps_are_converted_in_one_batch_with_nan_for_missing_keys():
     m = Monitor(sink="null")
     m.log(loss=tf.constant(1.0), lr=0.1)
@@ -984,29 +583,6 @@ def test_an_interrupt_between_history_and_buffer_updates_adds_nothing_twice():
                 m.log(loss=float(i))
             m.flush()
     assert m.history.steps.tolist() == list(range(1, 101)) and m.step == 100
-
-
-def test_history_extend_is_all_or_nothing():
-    h = history(3, layers=False, epochs=False)
-    before = (h.steps.tolist(), h["loss"].tolist(), h.keys())
-    with pytest.raises(ValueError, match=r"column 'acc' has shape \[1\] for 2 steps"):
-        h.extend([4, 5], {"loss": [1.0, 2.0], "acc": [0.5]})
-    with pytest.raises(ValueError, match=r"steps must increase"):
-        h.extend([3, 4], {"loss": [1.0, 2.0]})
-    with pytest.raises(TypeError, match=r"column 'loss' must hold one float per step"):
-        h.extend([4], {"loss": [object()]})
-    with pytest.raises(TypeError, match=r"steps must be a list of ints"):
-        h.extend([4.5], {"loss": [1.0]})
-    assert (h.steps.tolist(), h["loss"].tolist(), h.keys()) == before
-    h.extend([], {})                      # nothing to add: nothing changes
-    assert len(h) == 3
-
-
-def test_history_arrays_are_copies():
-    h = history(3, layers=False, epochs=False)
-    h["loss"][:] = 0.0
-    h.steps[:] = 0
-    assert h["loss"][0] == 2.0 and h.steps[0] == 1
 
 
 def test_closed_monitor_refuses_to_log_and_says_what_to_do():
@@ -1331,13 +907,6 @@ def test_a_bad_value_found_while_an_interrupt_closes_the_run(capsys):
     assert "stopped cleanly: interrupted at step 2" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("max_points", [0, 7, 2.5, True, None])
-def test_panels_bad_max_points(max_points):
-    with pytest.raises(ValueError, match=r"max_points must be an int >= 8"):
-        history(5).panels(max_points)
-
-
-# -- long runs stay cheap -----------------------------------------------------------------------
 class PngSink(NullSink):
     wants_png = True
 
@@ -1364,6 +933,7 @@ def _redraw_seconds(m, times=8):
     return best
 
 
+@pytest.mark.timing
 def test_redraw_cost_does_not_grow_with_the_run_and_the_history_keeps_every_step():
     short, long_ = _monitor_with(1_000), _monitor_with(200_000)
     fast, slow = _redraw_seconds(short), _redraw_seconds(long_)
@@ -1378,40 +948,6 @@ def test_redraw_cost_does_not_grow_with_the_run_and_the_history_keeps_every_step
     long_.close()
 
 
-def test_decimation_keeps_spikes_first_and_last_points():
-    n = 200_000
-    loss = np.ones(n)
-    loss[123_456], loss[77_777], loss[5] = 50.0, 1e-3, np.nan
-    h = History()
-    h.extend(list(range(1, n + 1)), {"loss": loss})
-    (_, series), = h.panels(400)
-    _, steps, values, _ = series[0]
-    assert len(steps) <= 400 and steps[0] == 1 and steps[-1] == n
-    assert np.nanmax(values) == 50.0 and steps[np.nanargmax(values)] == 123_457
-    assert np.nanmin(values) == 1e-3 and steps[np.nanargmin(values)] == 77_778
-    assert (np.diff(steps) > 0).all()
-    _, s_steps, smoothed, _ = series[1]
-    assert np.isfinite(smoothed).all()    # the NaN is left out of the mean, not spread
-
-
-def test_incremental_decimation_equals_one_made_at_once():
-    rng = np.random.default_rng(1)
-    values = rng.standard_normal(30_000)
-    values[rng.integers(0, 30_000, 50)] = np.nan
-    grown, whole = History(), History()
-    whole.extend(list(range(30_000)), {"loss": values})
-    for start in range(0, 30_000, 997):   # as the monitor does: a redraw after each batch
-        end = min(start + 997, 30_000)
-        grown.extend(list(range(start, end)), {"loss": values[start:end]})
-        grown.panels(400)
-    (_, [raw_a, mean_a]), = grown.panels(400)
-    (_, [raw_b, mean_b]), = whole.panels(400)
-    for a, b in zip(raw_a[1:3], raw_b[1:3]):    # the same points
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(mean_a[1], mean_b[1])
-    np.testing.assert_allclose(mean_a[2], mean_b[2], rtol=1e-9)  # sums added in another order
-
-
 def test_short_runs_are_drawn_point_for_point_with_the_same_smoothing():
     v = np.random.default_rng(2).random(300)
     h = History()
@@ -1424,6 +960,7 @@ def test_short_runs_are_drawn_point_for_point_with_the_same_smoothing():
     assert s_steps.tolist() == list(range(1, 301))
 
 
+@pytest.mark.timing
 def test_the_picture_is_redrawn_at_least_every_longest_wait(monkeypatch):
     monkeypatch.setattr(Monitor, "LONGEST_WAIT", 0.2)
     m = Monitor(sink="null", every=0.05, draw_budget=1e-9)  # a budget that never affords one
@@ -1554,3 +1091,49 @@ def test_the_sigint_watch_is_nested_and_restored():
         assert signal.getsignal(signal.SIGINT) is inside_outer
         outer.log(loss=1.0)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- show(): one live picture beside the curves, under the same throttle ----------------------
+def test_show_draws_a_picture_at_redraws_and_a_function_each_time():
+    calls = []
+
+    def samples():
+        calls.append(1)
+        return np.full((4, 4), len(calls) / 10)
+
+    m = Monitor(sink=RecordingSink(wants_png=True), every=0.05)
+    with m:
+        m.show(samples)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.4:
+            m.log(loss=1.0)
+            time.sleep(0.002)
+    assert m.picture[:8] == PNG_MAGIC
+    assert 2 <= len(calls) <= m.redraws + 1      # once per redraw (and at close), never per step
+    m2 = Monitor(sink="null")
+    m2.show(np.zeros((3, 3)))
+    m2.close()
+    assert m2.picture[:8] == PNG_MAGIC
+
+
+def test_show_refuses_a_bad_image_at_once_and_after_close():
+    m = Monitor(sink="null")
+    with pytest.raises(ValueError, match="tile it first"):
+        m.show(np.zeros((8, 4, 4, 1)))
+    m.close()
+    with pytest.raises(RuntimeError, match="show: this Monitor"):
+        m.show(np.zeros((3, 3)))
+
+
+def test_widget_sink_shows_the_picture_beside_the_curves(fake_display):
+    shown, handles = fake_display
+    m = Monitor(sink="widget", every=0.01)
+    with m:
+        m.show(lambda: np.zeros((6, 6)))
+        for i in range(30):
+            m.log(loss=1.0 / (i + 1))
+            time.sleep(0.002)
+        m.flush()
+        assert m.sink.picture.value[:8] == PNG_MAGIC
+        assert m.sink.picture in m.sink.box.children[1].children
+    assert any(getattr(o, "data", b"")[:8] == PNG_MAGIC and o.data == m.picture for o in shown)

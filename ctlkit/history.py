@@ -1,0 +1,296 @@
+"""The monitor's history: every logged value, kept as growing NumPy columns, and the
+fixed-size envelope of each curve that the plot draws (so a redraw costs the same at step 1 000
+and at step 1 000 000; each bucket of steps keeps its smallest and largest value, so spikes stay
+visible)."""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+
+
+
+# -- the history --------------------------------------------------------------------------------
+def _grown(buf, capacity, fill):
+    new = np.full(capacity, fill, dtype=buf.dtype)
+    new[:len(buf)] = buf
+    return new
+
+
+class History:
+    """Every logged value: one float per step for each key (NaN where the key was not logged)
+    and one per ``log_epoch()`` call for end-of-epoch keys.
+
+    ``history["loss"]`` is a NumPy copy of a series, ``history.steps`` and
+    ``history.epoch_steps`` the step numbers, ``len(history)`` the number of steps. The
+    series grow in place (appending is amortized O(1)), and a change is published as one
+    assignment, so an interrupt sees the history before or after it, never half-written.
+    """
+
+    def __init__(self):
+        # (number of steps, step numbers, {key: values}); the buffers have spare room at
+        # the end, which readers never see: only whole states are swapped in
+        self._state = (0, np.zeros(0, np.int64), {})
+        self._epochs = ((), {})                  # (steps, {key: values}), tuples: swapped whole
+        self._envelopes = {}                     # (key, size limit) -> _Envelope, for drawing
+
+    # -- reading ------------------------------------------------------------------------------
+    def __len__(self):
+        return self._state[0]
+
+    @property
+    def steps(self) -> np.ndarray:
+        n, steps, _ = self._state
+        return steps[:n].copy()
+
+    @property
+    def epoch_steps(self) -> np.ndarray:
+        return np.array(self._epochs[0], dtype=np.int64)
+
+    @property
+    def last_step(self):
+        n, steps, _ = self._state
+        return int(steps[n - 1]) if n else None
+
+    def __getitem__(self, key) -> np.ndarray:
+        n, _, series = self._state
+        if key in series:
+            return series[key][:n].copy()
+        if key in self._epochs[1]:
+            return np.array(self._epochs[1][key], dtype=np.float64)
+        raise KeyError(f"{key!r} was never logged; logged: {sorted(self.keys())}")
+
+    def last(self, key):
+        """The newest value under ``key`` (NaN if it was not logged then), or None."""
+        n, _, series = self._state
+        if key in series:
+            return float(series[key][n - 1])
+        vs = self._epochs[1].get(key)
+        return vs[-1] if vs else None
+
+    def keys(self):
+        return self.step_keys() + self.epoch_keys()
+
+    def step_keys(self):
+        return list(self._state[2])
+
+    def epoch_keys(self):
+        return list(self._epochs[1])
+
+    def __contains__(self, key):
+        return key in self._state[2] or key in self._epochs[1]
+
+    # -- writing ------------------------------------------------------------------------------
+    def add(self, step: int, values: dict):
+        self.extend([step], {k: [v] for k, v in values.items()})
+
+    def extend(self, steps, columns: dict):
+        """Append several steps at once: ``columns`` maps a key to one float per step (NaN
+        where the key was not logged). A key seen for the first time is NaN before. Steps must
+        increase. Everything is checked before anything changes."""
+        steps = np.asarray(steps)
+        if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iu"):
+            raise TypeError(f"steps must be a list of ints, got {steps!r:.80}")
+        k = len(steps)
+        new = {}
+        for key, vs in columns.items():
+            try:
+                a = np.asarray(vs, dtype=np.float64)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"column {key!r} must hold one float per step: {e}") from e
+            if a.shape != (k,):
+                raise ValueError(f"column {key!r} has shape {list(a.shape)} for {k} steps")
+            if key in self._epochs[1]:
+                raise ValueError(f"{key!r} is already an end-of-epoch key; give the per-step "
+                                 f"value another name")
+            new[key] = a
+        n, step_buf, series = self._state
+        if k == 0:
+            return
+        last = steps[0] - 1 if n == 0 else step_buf[n - 1]
+        if not (np.diff(steps, prepend=last) > 0).all():
+            raise ValueError(f"steps must increase: got {steps.tolist()[:8]} after step {last}")
+        if n + k > len(step_buf):                # new buffers, with room to grow
+            room = max(2 * len(step_buf), n + k, 1024)
+            step_buf = _grown(step_buf[:n], room, 0)
+            series = {key: _grown(buf[:n], room, math.nan) for key, buf in series.items()}
+        else:
+            series = dict(series)                # new keys stay unseen until the swap
+        step_buf[n:n + k] = steps
+        for key, buf in series.items():
+            buf[n:n + k] = new.get(key, math.nan)
+        for key, a in new.items():
+            if key not in series:
+                series[key] = np.full(len(step_buf), math.nan)
+                series[key][n:n + k] = a
+        self._state = (n + k, step_buf, series)  # the one change readers can see
+
+    def add_epoch(self, step: int, values: dict):
+        if step is None or isinstance(step, bool):
+            raise TypeError(f"step must be an int, got {step!r}")
+        step = operator.index(step)
+        clash = [k for k in values if k in self._state[2]]
+        if clash:
+            raise ValueError(f"{clash[0]!r} is already a per-step key; give the end-of-epoch "
+                             f"value another name (e.g. 'val_{clash[0]}')")
+        floats = {k: float(v) for k, v in values.items()}
+        steps, series = self._epochs
+        grown = {k: vs + (floats.get(k, math.nan),) for k, vs in series.items()}
+        for k, v in floats.items():
+            if k not in grown:
+                grown[k] = (math.nan,) * len(steps) + (v,)
+        self._epochs = (steps + (step,), grown)
+
+    # -- drawing ------------------------------------------------------------------------------
+    def panels(self, max_points: int = 400):
+        """[(panel title, [(label, steps, values, style)])]: at most four panels (loss,
+        gradient norms, learning rate, other metrics), since each axis costs drawing time.
+        Each curve has at most ``max_points`` points, whatever the length of the run, and
+        the cost of this call does not grow with it either (see ``_Envelope``)."""
+        if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) \
+                or max_points < 8:
+            raise ValueError(f"max_points must be an int >= 8, got {max_points!r}")
+        n, step_buf, series = self._state
+        steps, limit = step_buf[:n], (max_points - 4) // 2
+        ep_steps, ep_series = self._epochs
+        stride = max(1, -(-len(ep_steps) // max_points))
+        ep = np.asarray(ep_steps[::stride], dtype=np.int64)
+
+        def curve(key, label, style):
+            values = series[key][:n]
+            idx = self._envelope(key, limit, values).points(values)
+            return label, steps[idx], values[idx], style
+
+        def epoch_curve(key):
+            return key, ep, np.asarray(ep_series[key][::stride], dtype=np.float64), "points"
+
+        out = []
+        if "loss" in series:
+            values = series["loss"][:n]
+            ends, means = self._envelope("loss", limit, values).means(values, max(1, n // 40))
+            loss = [curve("loss", "loss", "raw"), ("smoothed", steps[ends], means, "line")]
+            loss += [epoch_curve(k) for k in ep_series if k.endswith("loss")]
+            out.append(("loss", loss))
+        layers = [k for k in series if k.startswith("layer/")]
+        short = [k.rsplit("/", 1)[-1] for k in layers]
+        if len(set(short)) < len(short):
+            short = [k[len("layer/"):] for k in layers]
+        norms = [curve("grad_norm", "global", "bold")] if "grad_norm" in series else []
+        norms += [curve(k, name, "line") for name, k in zip(short, layers)]
+        if norms:
+            out.append(("gradient norms", norms))
+        other = [k for k in series if k not in ("loss", "grad_norm") and
+                 not k.startswith("layer/")]
+        lr = [k for k in other if k in ("lr", "learning_rate") or "learning_rate" in k]
+        if lr:
+            out.append(("learning rate", [curve(k, k, "line") for k in lr]))
+        metrics = [curve(k, k, "line") for k in other if k not in lr]
+        metrics += [epoch_curve(k) for k in ep_series if not k.endswith("loss")]
+        if metrics:
+            out.append(("metrics", metrics))
+        return out
+
+    def _envelope(self, key, limit, values):
+        env = self._envelopes.get((key, limit))
+        if env is None:
+            env = self._envelopes[(key, limit)] = _Envelope(limit)
+        env.update(values)
+        return env
+
+
+def _bucket_stats(values, start, count, size):
+    """Per bucket of ``size`` values from ``start``: the index of its smallest and of its
+    largest finite value (its first index if it has none), and the sum and the number of its
+    finite values."""
+    chunk = values[start:start + count * size].reshape(count, size)
+    finite = np.isfinite(chunk)
+    base = start + size * np.arange(count)
+    lo = base + np.where(finite, chunk, np.inf).argmin(axis=1)
+    hi = base + np.where(finite, chunk, -np.inf).argmax(axis=1)
+    return lo, hi, np.where(finite, chunk, 0.0).sum(axis=1), finite.sum(axis=1).astype(float)
+
+
+def _better(values, a, b, op):
+    """Per pair, whichever of the indices ``a``, ``b`` points at the finite value that ``op``
+    prefers (np.less: the smaller)."""
+    va, vb = values[a], values[b]
+    return np.where(np.isfinite(vb) & (~np.isfinite(va) | op(vb, va)), b, a)
+
+
+class _Envelope:
+    """What is drawn of one growing series, kept up to date as it grows.
+
+    The values are cut into buckets of ``size`` consecutive steps; each bucket keeps where its
+    smallest and largest finite values are (so a spike is drawn, not skipped by a stride) and
+    the sum and count of its finite values (for the smoothed mean). When there are more than
+    ``limit`` buckets, neighbours merge and ``size`` doubles. A redraw therefore reads at most
+    ``limit`` buckets plus the newest values that do not fill one yet (fewer than ``size``),
+    and each value is bucketed once: the cost does not grow with the length of the run.
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.size, self.done = limit, 1, 0      # done: values in whole buckets
+        self.lo = self.hi = np.zeros(0, np.int64)
+        self.total = self.count = np.zeros(0)
+
+    def update(self, values):
+        if not self.done:                        # new, maybe for a long series: start at the
+            while len(values) // self.size > self.limit:    # size merging would reach
+                self.size *= 2
+        fresh = (len(values) - self.done) // self.size
+        if fresh:
+            stats = _bucket_stats(values, self.done, fresh, self.size)
+            self.lo, self.hi, self.total, self.count = (
+                np.concatenate([old, new]) for old, new in
+                zip((self.lo, self.hi, self.total, self.count), stats))
+            self.done += fresh * self.size
+        while len(self.lo) > self.limit:
+            if len(self.lo) % 2:                 # the odd one out goes back to the tail
+                self.lo, self.hi, self.total, self.count = (
+                    a[:-1] for a in (self.lo, self.hi, self.total, self.count))
+                self.done -= self.size
+            self.lo = _better(values, self.lo[0::2], self.lo[1::2], np.less)
+            self.hi = _better(values, self.hi[0::2], self.hi[1::2], np.greater)
+            self.total = self.total[0::2] + self.total[1::2]
+            self.count = self.count[0::2] + self.count[1::2]
+            self.size *= 2
+
+    def _with_tail(self, values):
+        tail = len(values) - self.done
+        if not tail:
+            return self.lo, self.hi, self.total, self.count
+        return tuple(np.concatenate([a, b]) for a, b in
+                     zip((self.lo, self.hi, self.total, self.count),
+                         _bucket_stats(values, self.done, 1, tail)))
+
+    def points(self, values) -> np.ndarray:
+        """Indices to draw, in order: the first and last value and each bucket's extremes."""
+        n = len(values)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        lo, hi, _, _ = self._with_tail(values)
+        idx = np.empty(2 * len(lo) + 2, np.int64)
+        idx[0], idx[-1] = 0, n - 1
+        idx[1:-1:2], idx[2:-1:2] = np.minimum(lo, hi), np.maximum(lo, hi)
+        return idx[np.concatenate([[True], idx[1:] != idx[:-1]])]
+
+    def means(self, values, window: int):
+        """(index of each bucket's last value, mean of the finite values among the ``window``
+        or so values that end there): a trailing mean, NaN where no value is finite."""
+        n = len(values)
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0)
+        _, _, total, count = self._with_tail(values)
+        k = max(1, round(window / self.size))    # the window, in buckets
+        sums = np.concatenate([[0.0], np.cumsum(total)])
+        counts = np.concatenate([[0.0], np.cumsum(count)])
+        j = np.arange(1, len(total) + 1)
+        lo = np.maximum(0, j - k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = (sums[j] - sums[lo]) / (counts[j] - counts[lo])
+        return np.minimum(j * self.size - 1, n - 1), means
+
+
+# -- the monitor --------------------------------------------------------------------------------

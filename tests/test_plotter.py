@@ -1,0 +1,213 @@
+"""ctlkit/plotter.py: the figure, blitting, PNG encoding, and image_png for Monitor.show."""
+import math
+
+import numpy as np
+import pytest
+
+from ctlkit.history import History
+from ctlkit.plotter import PNG_MAGIC, Plotter, image_png, render_png
+from monitor_helpers import history, png_size
+
+
+def test_render_png_returns_png_bytes():
+    png = render_png(history(40), title="digits MLP")
+    w, h = png_size(png)
+    assert 200 < w < 2000 and 100 < h < 2000
+
+
+def test_render_png_layout_follows_panels():
+    one_panel = History()
+    for i in range(1, 20):
+        one_panel.add(i, {"loss": 1.0 / i})
+    w1, _ = png_size(render_png(one_panel))
+    w3, _ = png_size(render_png(history(20)))
+    assert w3 > 2 * w1  # panels side by side
+
+
+def test_plotter_reuses_its_figure():
+    h = history(10, layers=True, epochs=False)
+    p = Plotter()
+    for i in range(11, 14):
+        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+        p.render(h)
+    assert p.builds == 1
+
+
+def test_render_png_empty_history():
+    assert render_png(History()) == b""
+
+
+def test_picture_changes_when_history_grows():
+    h = history(20, epochs=False)
+    p = Plotter("run")
+    first = p.render(h)
+    again = p.render(h)
+    for i in range(21, 60):
+        h.add(i, {"loss": 5.0, "grad_norm": 10.0, "layer/dense": 3.0, "layer/out": 0.01})
+    grown = p.render(h)
+    assert first == again  # same data, same picture
+    assert grown != first and grown[:8] == PNG_MAGIC
+    assert grown != render_png(history(20, epochs=False), title="run")
+
+
+def test_plotter_rebuilds_when_a_panel_appears():
+    h = history(10, layers=False, epochs=False)
+    p = Plotter()
+    size_before = png_size(p.render(h))
+    h.add_epoch(10, {"val_accuracy": 0.9})
+    assert png_size(p.render(h)) != size_before and p.builds == 2
+
+
+def test_plotter_blits_while_the_data_stay_inside_the_axes():
+    h = history(20, epochs=False)
+    p = Plotter("run")
+    p.render(h, x_max=100)
+    h = History()            # other values at the same steps: stale lines would still show
+    for i in range(1, 40):
+        h.add(i, {"loss": 1.0 + 0.5 * math.sin(i), "grad_norm": 1.5, "layer/dense": 0.1,
+                  "layer/out": 1.0})
+    blit = p.render(h, x_max=100)
+    assert p.full_draws == 1 and p.builds == 1
+    p._bg = None                        # force a full draw of the same data and limits
+    full = p.render(h, x_max=100)
+    assert p.full_draws == 2
+    assert blit == full                 # the cached background holds no stale lines
+
+
+@pytest.mark.timing
+def test_a_blit_is_much_cheaper_than_a_full_draw():
+    h = history(200, epochs=True)
+    p = Plotter("run")
+    p.render(h, x_max=400)
+    blits, fulls = [], []
+    for _ in range(3):
+        p.render(h, x_max=400)
+        blits.append(p.last_seconds)
+        p._bg = None
+        p.render(h, x_max=400)
+        fulls.append(p.last_seconds)
+    assert min(blits) < 0.5 * min(fulls), (blits, fulls)  # ~0.1 on an idle machine
+
+
+def test_data_leaving_the_axes_forces_a_full_draw_with_room_for_them():
+    h = history(20, epochs=False)
+    p = Plotter()
+    p.render(h, x_max=30)
+    assert p.limits["loss"][1] == 30       # the x axis runs to the last step of the run
+    h.add(21, {"loss": 40.0, "grad_norm": 1e4, "layer/dense": 1.0, "layer/out": 1.0})
+    p.render(h, x_max=30)
+    assert p.full_draws == 2
+    x0, x1, y0, y1 = p.limits["loss"]
+    assert y1 > 40.0 and y0 <= min(h["loss"])
+    g = p.limits["gradient norms"]
+    assert g[3] >= 1e4 and math.log10(g[2]).is_integer() and math.log10(g[3]).is_integer()
+    for i in range(22, 60):                # past x_max (a longer run than announced)
+        h.add(i, {"loss": 1.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    p.render(h, x_max=30)
+    assert p.limits["loss"][1] >= 59
+
+
+def test_without_relayout_the_limits_stay_and_the_picture_still_updates():
+    h = history(20, epochs=False)
+    p = Plotter()
+    first = p.render(h, x_max=40)
+    limits = dict(p.limits)
+    h.add(21, {"loss": 40.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    clipped = p.render(h, x_max=40, relayout=False)    # the budget cannot afford a full draw
+    assert p.full_draws == 1 and p.limits == limits and clipped != first
+    p.render(h, x_max=40)                              # later it can
+    assert p.full_draws == 2 and p.limits["loss"][3] > 40.0
+
+
+def test_a_constant_series_gets_a_readable_axis():
+    h = History()
+    for i in range(1, 10):
+        h.add(i, {"loss": 1.0, "accuracy": 0.0})
+    p = Plotter()
+    p.render(h)
+    assert p.limits["metrics"][2:] == (0.0, 1.0)
+    assert p.limits["loss"][2] < 1.0 < p.limits["loss"][3]
+
+
+def test_render_long_history_with_a_nan_loss():
+    # > 2 * max_points steps, so the series are subsampled; the NaN disables smoothing.
+    h = History()
+    for i in range(1, 1001):
+        h.add(i, {"loss": float("nan") if i == 500 else 1.0 / i})
+    assert render_png(h)[:8] == PNG_MAGIC
+
+
+def test_render_tolerates_nan_and_nonpositive_gradient_norms():
+    h = History()
+    for i in range(1, 50):
+        h.add(i, {"loss": float("nan") if i == 25 else 1.0 / i, "grad_norm": 0.0 if i < 3 else i})
+    assert render_png(h)[:8] == PNG_MAGIC
+
+
+def test_decimation_keeps_spikes_first_and_last_points():
+    n = 200_000
+    loss = np.ones(n)
+    loss[123_456], loss[77_777], loss[5] = 50.0, 1e-3, np.nan
+    h = History()
+    h.extend(list(range(1, n + 1)), {"loss": loss})
+    (_, series), = h.panels(400)
+    _, steps, values, _ = series[0]
+    assert len(steps) <= 400 and steps[0] == 1 and steps[-1] == n
+    assert np.nanmax(values) == 50.0 and steps[np.nanargmax(values)] == 123_457
+    assert np.nanmin(values) == 1e-3 and steps[np.nanargmin(values)] == 77_778
+    assert (np.diff(steps) > 0).all()
+    _, s_steps, smoothed, _ = series[1]
+    assert np.isfinite(smoothed).all()    # the NaN is left out of the mean, not spread
+
+
+def test_incremental_decimation_equals_one_made_at_once():
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal(30_000)
+    values[rng.integers(0, 30_000, 50)] = np.nan
+    grown, whole = History(), History()
+    whole.extend(list(range(30_000)), {"loss": values})
+    for start in range(0, 30_000, 997):   # as the monitor does: a redraw after each batch
+        end = min(start + 997, 30_000)
+        grown.extend(list(range(start, end)), {"loss": values[start:end]})
+        grown.panels(400)
+    (_, [raw_a, mean_a]), = grown.panels(400)
+    (_, [raw_b, mean_b]), = whole.panels(400)
+    for a, b in zip(raw_a[1:3], raw_b[1:3]):    # the same points
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(mean_a[1], mean_b[1])
+    np.testing.assert_allclose(mean_a[2], mean_b[2], rtol=1e-9)  # sums added in another order
+
+
+# -- image_png: what Monitor.show accepts -------------------------------------------------------
+def test_image_png_takes_arrays_figures_and_png_bytes():
+    import matplotlib.figure
+
+    for image, size in [(np.zeros((5, 7)), (7, 5)), (np.ones((4, 6, 1)), (6, 4)),
+                        (np.full((3, 2, 3), 0.5), (2, 3)), (np.zeros((2, 2, 4), np.uint8), (2, 2))]:
+        assert png_size(image_png(image)) == size
+    fig = matplotlib.figure.Figure(figsize=(2, 1), dpi=50)
+    fig.add_subplot().plot([0, 1])
+    assert png_size(image_png(fig)) == (100, 50)
+    png = image_png(np.zeros((3, 3)))
+    assert image_png(png) == png
+
+
+def test_image_png_clips_floats_to_the_unit_range():
+    from PIL import Image
+    import io
+
+    pixels = np.asarray(Image.open(io.BytesIO(image_png(np.array([[-1.0, 0.5, 2.0]])))))
+    assert pixels.tolist() == [[0, 128, 255]]
+
+
+@pytest.mark.parametrize("bad, error, words", [
+    (np.zeros((2, 3, 3, 1)), ValueError, r"shape \(H, W\).*tile it first"),
+    (np.zeros((4,)), ValueError, "got shape \\[4\\]"),
+    (np.zeros((0, 3)), ValueError, "got shape"),
+    (np.full((2, 2), np.nan), ValueError, "NaN or Inf"),
+    (np.zeros((2, 2), np.int64), TypeError, "floats in \\[0, 1\\] or uint8"),
+    (b"GIF89a....", ValueError, "PNG file's bytes"),
+])
+def test_image_png_refuses_what_it_cannot_show(bad, error, words):
+    with pytest.raises(error, match=words):
+        image_png(bad)

@@ -1,0 +1,150 @@
+"""ctlkit/sinks.py: choosing a sink; the text and widget sinks."""
+import io
+
+import IPython
+import IPython.display
+import pytest
+import tensorflow as tf
+
+
+from ctlkit import sinks
+from ctlkit.monitor import Monitor
+from ctlkit.plotter import render_png
+from ctlkit.sinks import NullSink, TextSink, WidgetSink, make_sink
+from monitor_helpers import RecordingSink, history
+
+
+@pytest.mark.parametrize("bad", ["bogus", "Widget", "", None, 5])
+def test_unknown_sink(bad):
+    with pytest.raises(ValueError,
+                       match=r"sink must be one of \('auto', 'widget', 'text', 'null'\)"):
+        Monitor(sink=bad)
+
+
+def test_bogus_ctlkit_monitor_env(monkeypatch):
+    monkeypatch.setenv("CTLKIT_MONITOR", "bogus")
+    with pytest.raises(ValueError, match=r"CTLKIT_MONITOR must be one of .* got 'bogus'"):
+        Monitor()
+    assert isinstance(Monitor(sink="null").sink, NullSink)  # an explicit sink ignores the env
+
+
+def test_make_sink_kinds(monkeypatch):
+    assert type(make_sink("null")) is NullSink
+    assert type(make_sink("text")) is TextSink
+    assert type(make_sink("auto")) is TextSink  # no Jupyter kernel in pytest
+    monkeypatch.setenv("CTLKIT_MONITOR", "null")
+    assert type(make_sink("auto")) is NullSink
+    monkeypatch.setenv("CTLKIT_MONITOR", "text")
+    assert type(make_sink()) is TextSink
+    own = RecordingSink()
+    assert make_sink(own) is own
+
+
+def test_auto_picks_the_widget_in_a_kernel(monkeypatch, fake_display):
+    # imported before the fake kernel exists: on import, ipywidgets 7 registers its comm target
+    # with the running kernel, which a fake one cannot take (ipywidgets 8 does not)
+    import ipywidgets  # noqa: F401
+
+    class FakeShell:
+        kernel = object()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: FakeShell())
+    assert sinks._in_kernel() is True
+    assert type(make_sink("auto")) is WidgetSink
+    monkeypatch.setenv("CTLKIT_MONITOR", "text")
+    assert type(make_sink("auto")) is TextSink
+
+
+def test_not_in_kernel_without_ipython_shell(monkeypatch):
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert sinks._in_kernel() is False
+
+
+def test_text_sink_headless_output(capsys):
+    m = Monitor(total_steps=20, sink="text")
+    with m:
+        for step in range(1, 21):
+            m.log(loss=tf.constant(1.0 / step), grad_norm=tf.constant(2.0))
+            if step == 10:
+                m.flush()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("step 10/20 · ") and "loss 0.1 · grad_norm 2" in lines[0]
+    assert lines[-1].startswith("step 20/20 · ") and "loss 0.05" in lines[-1]
+    assert "ETA" not in lines[-1]
+
+
+def test_text_sink_line_per_flush_and_tty_in_place():
+    buf = io.StringIO()
+    m = Monitor(total_steps=3, sink=TextSink(every=0, stream=buf))
+    for _ in range(3):
+        m.log(loss=0.5)
+        m.flush()
+    m.close()
+    lines = buf.getvalue().splitlines()
+    assert [line.split(" · ")[0] for line in lines] == ["step 1/3", "step 2/3", "step 3/3",
+                                                        "step 3/3"]
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    sink = TextSink(stream=tty)
+    assert sink.every == 0.5 and TextSink(stream=io.StringIO()).every == 5.0
+    sink.send(m, None)
+    assert tty.getvalue().endswith("\r")
+
+
+def test_text_sink_throttles_its_own_lines():
+    buf = io.StringIO()
+    m = Monitor(sink=TextSink(every=3600, stream=buf))
+    for _ in range(5):
+        m.log(loss=0.5)
+        m.flush()
+    assert len(buf.getvalue().splitlines()) == 1
+
+
+def test_text_sink_final_png_only_in_a_kernel(monkeypatch, fake_display):
+    shown, _ = fake_display
+    png = render_png(history(5))
+    m = Monitor(sink="null")
+    TextSink(stream=io.StringIO()).close(m, png)
+    assert shown == []
+    monkeypatch.setattr(sinks, "_in_kernel", lambda: True)
+    TextSink(stream=io.StringIO()).close(m, png)
+    assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
+    assert shown[0].data == png
+
+
+def test_widget_sink_start_send_close(fake_display):
+    shown, handles = fake_display
+    m = Monitor(total_steps=10, sink="null")
+    sink = WidgetSink()
+    sink.start(m)
+    view = "application/vnd.jupyter.widget-view+json"     # the bundle itself, as on ipywidgets 7 and 8
+    assert len(shown) == 1 and shown[0][view]["model_id"] == sink.box.model_id and len(handles) == 1
+    assert "<progress value='0.000'" in sink.label.value and "step 0/10" in sink.label.value
+
+    png = render_png(history(10))
+    m.step = 5
+    sink.send(m, png)
+    assert sink.image.value == png
+    assert "<progress value='0.500'" in sink.label.value and "step 5/10" in sink.label.value
+    sink.send(m, None)  # a text-only update keeps the picture
+    assert sink.image.value == png
+
+    final = render_png(history(12))
+    sink.close(m, final)
+    (update,) = handles[0].updates
+    assert isinstance(update, IPython.display.Image) and update.data == final
+    assert sink.box.comm is None  # the live widget is closed
+    assert isinstance(shown[-1], IPython.display.HTML) and "step 5/10" in shown[-1].data
+
+
+def test_widget_sink_close_without_picture_keeps_widget(fake_display):
+    _, handles = fake_display
+    m = Monitor(sink="null")
+    sink = WidgetSink()
+    sink.start(m)
+    sink.close(m, None)
+    assert handles[0].updates == []
