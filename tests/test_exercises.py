@@ -3,7 +3,6 @@
 import re
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -46,6 +45,15 @@ def test_a_checker_that_breaks_reports_instead_of_stopping(monkeypatch):
     monkeypatch.setitem(nb03.EXERCISES, "accuracy", broken)
     report = exercises.check("03.accuracy", lambda l, y: 0)
     assert not report.ok and "KeyError" in str(report)
+
+
+@pytest.mark.parametrize("key", exercises.names())
+def test_an_unwritten_exercise_says_so_and_nothing_else(key):
+    def not_yet(*args, **kwargs):
+        raise NotImplementedError            # what the learner's empty cell raises
+    report = exercises.check(key, not_yet)
+    assert not report.ok and len(report.problems) == 1, str(report)
+    assert "not written yet" in report.problems[0], str(report)
 
 
 def test_labelled_cases_name_themselves_in_the_report():

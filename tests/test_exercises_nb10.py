@@ -166,10 +166,3 @@ def test_distributed_step_on_a_one_device_mirrored_strategy():
     assert check("10.distributed_step", STEP_RIGHT, strategy=one).ok
     report = check("10.distributed_step", make_step(apply=False), strategy=one)
     assert not report.ok and "apply_gradients" in str(report)
-
-
-def test_unwritten_exercise_says_so():
-    def not_yet(*args):
-        raise NotImplementedError
-    for key in ("10.replica_loss", "10.distributed_step"):
-        assert "not written yet" in str(check(key, not_yet))
