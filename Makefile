@@ -38,12 +38,14 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help lab test test-one normalize clean distclean
+.PHONY: help lab test test-one bench normalize clean distclean
 
 help:
 	@echo "make lab                open JupyterLab on notebooks/ (installs into $(VENV_current) if needed)"
 	@echo "make test               all tests (quick mode) on every stack: $(STACKS)"
 	@echo "make test STACK=colab   all tests on one stack, in its own venv (.venv-<stack>)"
+	@echo "make bench              run notebook 12 (the benchmark) headless, full mode (QUICK=1: quick);"
+	@echo "                        the executed copy and a .md with every number go to notebooks/runs/"
 	@echo "make normalize          strip outputs and metadata from notebooks/ in place"
 	@echo "make clean              remove caches, build leftovers and notebooks/runs (keeps the venvs)"
 	@echo "make distclean          clean, and remove the venvs too"
@@ -92,6 +94,16 @@ test-one: $(STAMP)
 	$(VPY) tools/nbnorm.py --check notebooks && \
 	$(VPY) -m pytest tests/ -q $(ONCE_$(ONE)) && \
 	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ -q -p no:cacheprovider
+
+# The benchmark is notebook 12: its loops are written there, so it runs as the notebook runs.
+bench: $(STAMP)
+	mkdir -p notebooks/runs
+	$(if $(QUICK),CTLKIT_QUICK=1,CTLKIT_QUICK=0) MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 \
+	    $(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=3600 \
+	    --output-dir notebooks/runs notebooks/12_performance_lab.ipynb
+	$(VENV)/bin/jupyter nbconvert --to markdown notebooks/runs/12_performance_lab.ipynb
+	@grep -A14 "^variant " notebooks/runs/12_performance_lab.md
+	@echo "every number of the run: notebooks/runs/12_performance_lab.md (and .ipynb)"
 
 # stdlib only: no venv needed
 normalize:

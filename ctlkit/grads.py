@@ -24,7 +24,8 @@ import tensorflow as tf
 _WIDE = (tf.float64, tf.complex128, tf.int64, tf.uint64)   # these give a float64 norm
 
 
-def _is_variable(x) -> bool:
+def is_variable(x) -> bool:
+    """Whether ``x`` is a ``tf.Variable`` or a Keras 3 variable (``keras.Variable``)."""
     keras = sys.modules.get("keras")          # no Keras variable can exist before keras is imported
     keras_variable = getattr(keras, "Variable", None)
     return isinstance(x, tf.Variable) or (keras_variable is not None
@@ -36,13 +37,13 @@ def _path(variable) -> str:
 
 
 def _is_pair(x) -> bool:
-    return isinstance(x, (tuple, list)) and len(x) == 2 and _is_variable(x[1])
+    return isinstance(x, (tuple, list)) and len(x) == 2 and is_variable(x[1])
 
 
 def _check_list(items, name="grads"):
     if (isinstance(items, (tf.Tensor, tf.Variable, tf.IndexedSlices, np.ndarray, str, bytes,
                            dict, set, frozenset))
-            or _is_variable(items) or not hasattr(items, "__iter__")):
+            or is_variable(items) or not hasattr(items, "__iter__")):
         want = ("a list of gradients (what tape.gradient returns for a list of variables)"
                 if name == "grads" else "a list of variables (model.trainable_variables)")
         raise TypeError(f"{name} must be {want}, got {type(items).__name__}; wrap a single "
@@ -84,11 +85,11 @@ def _unpair(grads, variables=None):
 
 def _tensor(g, i):
     """The values of gradient ``i`` as a tensor of numbers, or a clear error."""
-    if _is_variable(g):
+    if is_variable(g):
         raise TypeError(f"grads[{i}] is the variable {_path(g)}, not a gradient: pass "
                         f"tape.gradient(loss, variables) (or zip(grads, variables)), not the "
                         f"variables themselves")
-    if isinstance(g, (tuple, list)) and len(g) == 2 and _is_variable(g[0]):
+    if isinstance(g, (tuple, list)) and len(g) == 2 and is_variable(g[0]):
         raise TypeError(f"grads[{i}] is a (variable, gradient) pair; apply_gradients pairs are "
                         f"(gradient, variable): pass zip(grads, variables)")
     g = g.values if isinstance(g, tf.IndexedSlices) else g
@@ -155,7 +156,7 @@ def global_norm(grads) -> tf.Tensor:
 
 def layer_name(variable) -> str:
     """The name of the layer a variable belongs to: 'dense_1/kernel' -> 'dense_1'."""
-    if not _is_variable(variable):
+    if not is_variable(variable):
         raise TypeError(f"variable must be a variable (one of model.trainable_variables), got "
                         f"{type(variable).__name__}")
     path = _path(variable).split(":")[0]
@@ -181,7 +182,7 @@ def _matched(grads, variables, caller):
     variables = _check_list(variables, "variables")
     _check_lengths(grads, variables)
     for i, v in enumerate(variables):
-        if not _is_variable(v):
+        if not is_variable(v):
             raise TypeError(f"variables[{i}] must be a variable (model.trainable_variables), "
                             f"got {type(v).__name__}")
     present = _present(grads)

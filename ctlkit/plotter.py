@@ -94,7 +94,7 @@ class Plotter:
         elif old is not None and old[1] >= x1:
             hi_x = old[1]
         else:
-            hi_x = x1 + max(0.5 * (x1 - x0), 10.0)   # unknown length: grow by half at a time
+            hi_x = max(2.0 * x1, x1 + 10.0)          # unknown length: double at a time
         lo_x = min(x0, old[0]) if old is not None else x0
         if ys.size == 0:
             y = (1e-3, 1.0) if self._log(name) else (0.0, 1.0)

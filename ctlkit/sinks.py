@@ -16,6 +16,24 @@ import sys
 import time
 
 
+def status_line(monitor, final: bool = False) -> str:
+    """Step, steps/s, ETA (or, when ``final``, the total time), the latest values, alarms."""
+    el = monitor.elapsed()
+    rate, total = (monitor.step / el if el > 0 else 0.0), monitor.total_steps
+    parts = [f"step {monitor.step}" + (f"/{total}" if total else ""), f"{rate:.1f} steps/s"]
+    if total and not final and rate > 0:
+        parts.append(f"ETA {max(0.0, (total - monitor.step) / rate):.0f}s")
+    if final:
+        parts.append(f"{el:.1f}s")
+    h = monitor.history
+    keys = [k for k in ("loss", "grad_norm") if k in h]
+    keys += [k for k in h.keys() if k not in keys and not k.startswith("layer/")]
+    parts += [f"{k} {h.last(k):.4g}" for k in keys if h.last(k) is not None]
+    if monitor.nonfinite:
+        parts.append(f"NON-FINITE {monitor.nonfinite[0]} at step {monitor.nonfinite[1]}")
+    if monitor.interrupted:
+        parts.append("interrupted")
+    return " · ".join(parts)
 
 
 def _in_kernel() -> bool:

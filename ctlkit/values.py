@@ -3,7 +3,7 @@
 A logged value may be a Python or NumPy number, a scalar tensor or a variable (copied when
 logged, since it changes afterwards). Each type is classified once (``_kind``); the first value
 under each key is converted at once so a wrong shape or kind fails at the ``log()`` call that
-passed it (``_admit``); the rest are converted in one batch per key at a redraw (``_to_floats``),
+passed it (``admit``); the rest are converted in one batch per key at a redraw (``_to_floats``),
 where a value that cannot be read becomes NaN and is named, and every other value is kept.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ _TRACED = ("{key} is a symbolic tensor: monitor.log() was called inside a tf.fun
            "it runs once, while tracing, and never again. Return {key} from the step function "
            "and call monitor.log() on what it returns, outside it.")
 _KINDS = {}          # type -> "none", "number", "tensor", "array", "variable", "symbolic", "bad"
-_PLAIN = {type(None), float, int, bool}  # types that log() may buffer as they are
+PLAIN_TYPES = {type(None), float, int, bool}  # types that log() may buffer as they are
 _NUMBERS = {type(None), float, int, bool}  # ... of which NumPy converts a list in one call
 _BAD = (str, bytes, bytearray, complex, np.complexfloating, list, tuple, dict, set, frozenset)
 
@@ -56,13 +56,13 @@ def _kind(t) -> str:
             kind = "bad"
         _KINDS[t] = kind
         if kind in ("number", "tensor"):
-            _PLAIN.add(t)
+            PLAIN_TYPES.add(t)
         if kind == "number":
             _NUMBERS.add(t)
     return kind
 
 
-def _admit(key, v, now: bool):
+def admit(key, v, now: bool):
     """``v`` as log() buffers it: checked, a copy if it may change, a float if ``now``."""
     kind = _kind(type(v))
     if kind == "none":
@@ -170,13 +170,13 @@ def check_first(loss, grad_norm, layer_norms, scalars, known, known_layers, epoc
         if k in epoch_keys:
             raise ValueError(f"{k!r} is already an end-of-epoch key (log_epoch); give the "
                              f"per-step value another name")
-    checked = {k: _admit(k, v, k not in known) for k, v in named.items()}
+    checked = {k: admit(k, v, k not in known) for k, v in named.items()}
     loss, grad_norm = checked.pop("loss"), checked.pop("grad_norm")
     if layer_norms is not None:
         for k in layer_norms:
             if not isinstance(k, str):
                 raise TypeError(f"layer_norms keys must be layer names (str), got {k!r}")
-        layer_norms = {k: _admit(f"layer_norms[{k!r}]", v, k not in known_layers)
+        layer_norms = {k: admit(f"layer_norms[{k!r}]", v, k not in known_layers)
                        for k, v in layer_norms.items()}
         known_layers.update(k for k, v in layer_norms.items() if v is not None)
     tf = sys.modules.get("tensorflow")
@@ -187,6 +187,22 @@ def check_first(loss, grad_norm, layer_norms, scalars, known, known_layers, epoc
     known.update(k for k, v in checked.items() if v is not None)
     known.update(k for k, v in (("loss", loss), ("grad_norm", grad_norm)) if v is not None)
     return loss, grad_norm, layer_norms, checked
+
+
+def epoch_values(scalars, known) -> dict:
+    """What ``log_epoch(**scalars)`` records: every value read as a float now (None dropped);
+    names must not be per-step keys (``known``) or layer norms."""
+    scalars = {k: v for k, v in scalars.items() if v is not None}
+    if not scalars:
+        raise ValueError("log_epoch() got no values; pass them by name, e.g. "
+                         "monitor.log_epoch(val_loss=v_loss, val_accuracy=v_acc)")
+    for k in scalars:
+        if k.startswith("layer/"):
+            raise ValueError(f"{k!r}: names starting with 'layer/' are for layer_norms=")
+        if k in known:
+            raise ValueError(f"{k!r} is already logged per step; give the end-of-epoch "
+                             f"value another name (e.g. 'val_{k}')")
+    return {k: admit(k, v, now=True) for k, v in scalars.items()}
 
 
 def gather(pending, watched):

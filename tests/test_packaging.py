@@ -63,8 +63,29 @@ def _resolve(stack: str, targets: list[str], report: Path) -> dict:
 def test_runtime_dependencies_are_only_what_the_kit_imports():
     names = {_norm(re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0]) for r in _requirements()}
     assert names == {"tensorflow", "keras", "numpy", "matplotlib", "pillow", "ipython",
-                     "ipywidgets", "scikit-learn", "scikit-image", "tensorboard"}
+                     "ipywidgets", "scikit-learn", "scikit-image", "tensorboard", "gymnasium"}
     assert not names & JUPYTER
+
+
+def test_the_wheel_holds_every_module_of_the_kit(tmp_path):
+    # Colab installs the kit from its wheel, where only the listed packages exist: a folder
+    # left out of [tool.setuptools] packages (ctlkit/exercises once was) breaks `import ctlkit`
+    # there while an editable install here hides it.
+    import sys
+    import zipfile
+    source = tmp_path / "source"                 # a clean copy: no build/ left from earlier
+    shutil.copytree(ROOT / "ctlkit", source / "ctlkit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, source / name)
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                          str(tmp_path), str(source)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("ctlkit-*.whl")
+    inside = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "ctlkit").rglob("*.py")}
+    assert modules - inside == set(), f"missing from the wheel: {sorted(modules - inside)}"
 
 
 @pytest.mark.parametrize("stack", PINNED)

@@ -6,7 +6,8 @@
 # It makes its own venv (.venv-gpu, TensorFlow with its CUDA libraries from pip) and writes into
 # $OUT (default ./gpu_check_out): nvidia-smi.txt, runtime.txt (what setup() chose, and what
 # fit(jit_compile="auto") resolved to), notebooks.txt (nbval with seconds per notebook),
-# bench.json and bench.txt (python -m ctlkit.bench). Exit status: non-zero if any step failed.
+# 12_performance_lab.ipynb and .md (the benchmark notebook executed, every number it measured).
+# Exit status: non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu_check_out}
@@ -48,7 +49,9 @@ cat "$OUT/runtime.txt"
     > "$OUT/notebooks.txt" 2>&1 || status=1
 tail -25 "$OUT/notebooks.txt"
 
-"$VENV/bin/python" -m ctlkit.bench ${QUICK:+--quick} --json "$OUT/bench.json" \
-    > "$OUT/bench.txt" 2>&1 || status=1
-tail -25 "$OUT/bench.txt"
+"$VENV/bin/jupyter" nbconvert --to notebook --execute --ExecutePreprocessor.timeout=3600 \
+    --output-dir "$OUT" notebooks/12_performance_lab.ipynb > "$OUT/bench.txt" 2>&1 &&
+    "$VENV/bin/jupyter" nbconvert --to markdown "$OUT/12_performance_lab.ipynb" >> "$OUT/bench.txt" 2>&1 \
+    || status=1
+grep -A12 "^variant " "$OUT/12_performance_lab.md"
 exit $status

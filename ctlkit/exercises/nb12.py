@@ -20,10 +20,19 @@ def _build():
     return _task().build()
 
 
-def _step(model, optimizer):
+def _train_step(model, optimizer, loss_fn):
     """The notebook's ``train_step`` (the seed article's step), uncompiled."""
-    from ..bench import train_step
-    return train_step(model, optimizer, _task().loss_fn)
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return step
+
+
+def _step(model, optimizer):
+    return _train_step(model, optimizer, _task().loss_fn)
 
 
 def _iterations(model, optimizer):
@@ -104,9 +113,8 @@ def train_k(fn):
 
 # -- 12.step --------------------------------------------------------------------------------------
 def _reference_step(model, optimizer, loss_fn):
-    from ..bench import train_step
     signature = [tf.TensorSpec([None, 784], tf.float32), tf.TensorSpec([None], tf.int32)]
-    return tf.function(train_step(model, optimizer, loss_fn), input_signature=signature)
+    return tf.function(_train_step(model, optimizer, loss_fn), input_signature=signature)
 
 
 def step(fn):
