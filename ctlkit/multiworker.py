@@ -1,25 +1,24 @@
-"""Multi-worker training on one machine: the worker program and the launcher that runs it.
+"""Run a multi-worker program on one machine: ports, ``TF_CONFIG``, processes, logs.
 
-    run = ctlkit.multiworker.launch("digits.npz", "runs/mw", steps=200, ckpt_every=20)
-    run.weights(0)                  # the final weights the chief saved
+    run = ctlkit.multiworker.launch("worker.py", "runs/mw", args=["--steps", 200])
+    run.completed, run.losses(0), run.events(1, "CKPT"), print(run.log(0))
 
-A worker (``python -m ctlkit.multiworker --data ... --out ...``, with ``TF_CONFIG`` set) trains a
-small MLP with ``MultiWorkerMirroredStrategy`` in a custom loop and prints progress lines
-(``CTLKIT STEP n loss``, ``CTLKIT CKPT n``). Every ``ckpt_every`` steps it checkpoints (the chief
-into ``out/ckpt``, the others into temporary directories they delete), and at start it resumes from
-the chief's latest checkpoint: model, optimizer, step counter, and the data position, by skipping
-the batches already consumed. ``launch()`` runs the workers on 127.0.0.1 (free ports), reads their
-lines, and with ``kill_after_checkpoint=k`` SIGKILLs one once the chief reports checkpoint >= k.
-Workers see no GPU: two processes sharing one GPU would fight over its memory.
+The worker program is yours (notebook 10 writes one): ``launch()`` starts it once per worker as
+``python SCRIPT --out OUT ARGS...``, each process with its own ``TF_CONFIG`` on 127.0.0.1 (free
+ports; worker 0 is the chief) and no GPU (two processes sharing one GPU would fight over its
+memory). It reads what the workers print, keeps each worker's output in ``OUT/worker_<i>.log``,
+stops at ``timeout``, fails at once if a worker dies on its own, and kills every process it started
+before it returns. A worker reports progress in lines ``CTLKIT <KIND> <step> ...`` (``READY``,
+``STEP n loss``, ``CKPT n``, ``RESUME n``, ``DONE n``); with ``kill_after_checkpoint=k`` the launcher
+SIGKILLs one worker once the chief prints ``CTLKIT CKPT n`` with n >= k, as a lost machine would.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import queue
-import shutil
+import re
 import signal
 import socket
 import subprocess
@@ -28,11 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-if __name__ == "__main__" and Path(sys.path[0]).resolve() == Path(__file__).parent.resolve():
-    sys.path.pop(0)  # run as a file: keep ctlkit/data.py & co. from shadowing top-level modules
-import numpy as np  # noqa: E402
+from . import validate
 
 TAG = "CTLKIT"
+CONFIG = "run_config.json"   # the command of the run whose files a folder holds
+LOG = "worker_{}.log"
 
 
 def free_port() -> int:
@@ -46,81 +45,6 @@ def tf_config(ports, index: int) -> str:
     """TF_CONFIG for worker ``index`` of a cluster of workers on 127.0.0.1 (worker 0 is the chief)."""
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}})
-
-
-def worker(data, out, steps, batch, ckpt_every, lr, seed):
-    """One worker's whole run. Reads TF_CONFIG; prints progress lines; read top to bottom."""
-    import keras
-    import tensorflow as tf
-
-    config = json.loads(os.environ["TF_CONFIG"])
-    task, index = config["task"], config["task"]["index"]
-    # The chief is the "chief" task if the cluster has one (Vertex AI does), else worker 0.
-    is_chief = task["type"] == "chief" or ("chief" not in config["cluster"] and index == 0)
-    keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()     # waits until every worker is up
-    say = lambda *words: print(TAG, *words, flush=True)  # noqa: E731
-    say("READY", index, strategy.num_replicas_in_sync)
-
-    with strategy.scope():
-        model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
-                                  keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
-        optimizer = keras.optimizers.Adam(lr)
-        optimizer.build(model.trainable_variables)
-        step = tf.Variable(0, dtype=tf.int64, trainable=False)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-    out = Path(out)
-    # Every worker saves (saving may need all of them), but only the chief's copy is kept.
-    temp_dir = out / f"workertemp_{index}"
-    write_dir = out / "ckpt" if is_chief else temp_dir / "ckpt"
-    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=2)
-    latest = tf.train.latest_checkpoint(out / "ckpt")          # everybody restores the chief's
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-    start = n = int(step.numpy())                              # a Python copy of the counter
-    if latest:
-        say("RESUME", start)
-
-    arrays = np.load(data)
-
-    def dataset_fn(ctx):        # explicit sharding: worker i owns examples i, i+n, ... for good
-        ds = tf.data.Dataset.from_tensor_slices((arrays["x"], arrays["y"]))
-        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-        ds = ds.shuffle(4096, seed=seed, reshuffle_each_iteration=True).repeat()
-        ds = ds.batch(ctx.get_per_replica_batch_size(batch), drop_remainder=True)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-        return ds.skip(start).with_options(options)   # skip the batches consumed before a restart
-
-    batches = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    per_example = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-
-    @tf.function
-    def train_step(x, y):
-        def replica_fn(x, y):
-            with tf.GradientTape() as tape:
-                loss = tf.nn.compute_average_loss(per_example(y, model(x, training=True)),
-                                                  global_batch_size=batch)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))  # all-reduce inside
-            return loss
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_fn, (x, y)), None)
-
-    while n < steps:
-        loss = train_step(*next(batches))
-        step.assign_add(1)
-        n += 1
-        say("STEP", n, f"{float(loss):.6f}")
-        if n % ckpt_every == 0 or n == steps:
-            manager.save(checkpoint_number=n)
-            if not is_chief:
-                shutil.rmtree(write_dir, ignore_errors=True)
-            say("CKPT", n)
-    weights_dir = out if is_chief else temp_dir           # the worker's copy: for comparisons
-    weights_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(weights_dir / "final_weights.npz", *model.get_weights())
-    say("DONE", n, start)
 
 
 @dataclasses.dataclass
@@ -137,7 +61,7 @@ class Run:
         return [int(t.split()[2]) for w, _, t in self.lines if w == worker and t.startswith(f"{TAG} {kind} ")]
 
     def losses(self, worker: int = 0) -> dict:
-        """{step: global-batch loss} as the worker printed it."""
+        """{step: loss} from the worker's ``CTLKIT STEP n loss`` lines."""
         return {int(t.split()[2]): float(t.split()[3]) for w, _, t in self.lines
                 if w == worker and t.startswith(f"{TAG} STEP ")}
 
@@ -145,44 +69,36 @@ class Run:
     def completed(self) -> bool:
         return all(rc == 0 for rc in self.returncodes)
 
-    def weights(self, worker: int = 0) -> list:
-        path = self.out / ("" if worker == 0 else f"workertemp_{worker}") / "final_weights.npz"
-        with np.load(path) as f:
-            return [f[f"arr_{i}"] for i in range(len(f.files))]
-
     def log(self, worker: int, last: int = 20) -> str:
         return "\n".join([t for w, _, t in self.lines if w == worker][-last:])
 
 
-def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2, seed=0,
-           kill_after_checkpoint=None, kill_worker=1, timeout=120.0, grace=0.5) -> Run:
-    """Run ``workers`` workers on 127.0.0.1 until they exit, at most ``timeout`` seconds.
+def launch(script, out, *, args=(), workers=2, kill_after_checkpoint=None, kill_worker=1,
+           timeout=120.0, grace=0.5) -> Run:
+    """Run ``python script --out out *args`` as ``workers`` workers until they exit.
 
+    args: the program's other arguments (strings, paths, numbers), the same for every worker.
     kill_after_checkpoint: SIGKILL worker ``kill_worker`` once the chief reports a checkpoint at or
     past this step. The others then wait for it in their next all-reduce; ``grace`` seconds later
-    they are killed too, as a cluster manager would. Every process is killed in a ``finally``.
+    they are killed too, as a cluster manager would. TimeoutError after ``timeout`` seconds;
+    RuntimeError, with its last lines, as soon as a worker exits non-zero on its own.
     """
-    from . import validate
-
-    workers, steps, batch, ckpt_every = (validate.positive_int(name, v) for name, v in (
-        ("workers", workers), ("steps", steps), ("batch", batch), ("ckpt_every", ckpt_every)))
-    lr, seed = validate.number("lr", lr, low=0, low_open=True, example=0.01), validate.seed(seed)
+    script, out, argv = Path(script), Path(out), _arguments(args)
+    workers = validate.positive_int("workers", workers, example=2)
     timeout = validate.number("timeout", timeout, low=0, low_open=True, example=120)
-    if batch % workers:
-        raise ValueError(f"batch={batch} must be divisible by workers={workers} (one replica each)")
-    if not Path(data).is_file():
-        raise FileNotFoundError(f"data={str(data)!r} is not a file: write it with np.savez(path, x=x, y=y)")
-    if kill_after_checkpoint is not None and not 0 < kill_worker < workers:
-        raise ValueError(f"kill_worker must name a non-chief worker, 1..{workers - 1}, got {kill_worker!r}")
-    out = Path(out)
+    grace = validate.number("grace", grace, low=0, example=0.5)
+    if not script.is_file():
+        raise FileNotFoundError(f"script={str(script)!r} is not a file: write the worker program first")
+    if kill_after_checkpoint is not None:
+        kill_after_checkpoint = validate.positive_int("kill_after_checkpoint", kill_after_checkpoint)
+        if workers < 2:
+            raise ValueError("kill_after_checkpoint needs workers >= 2: the chief is never killed")
+        if isinstance(kill_worker, bool) or not isinstance(kill_worker, int) or not 0 < kill_worker < workers:
+            raise ValueError(f"kill_worker must name a non-chief worker, 1..{workers - 1}, got {kill_worker!r}")
     out.mkdir(parents=True, exist_ok=True)
-    _claim(out, {"data": str(Path(data).resolve()), "workers": workers, "steps": steps,
-                 "batch": batch, "lr": lr, "seed": seed})
+    _claim(out, {"script": str(script.resolve()), "args": argv, "workers": workers})
     ports = [free_port() for _ in range(workers)]
-    # The file itself, not `-m ctlkit.multiworker`: skips the package's imports (~0.5 s a worker).
-    args = [sys.executable, str(Path(__file__).resolve()), "--data", str(data), "--out", str(out),
-            "--steps", str(steps), "--batch", str(batch), "--ckpt-every", str(ckpt_every),
-            "--lr", str(lr), "--seed", str(seed)]
+    command = [sys.executable, str(script), "--out", str(out), *argv]
     lines, q, procs, readers = [], queue.Queue(), [], []
     killed = killed_after = kill_others_at = None
     t0 = time.perf_counter()
@@ -190,7 +106,7 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
         for i in range(workers):
             env = dict(os.environ, TF_CONFIG=tf_config(ports, i), CUDA_VISIBLE_DEVICES="")
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, text=True, bufsize=1))
             readers.append(threading.Thread(target=lambda i=i, p=procs[-1]: [q.put((i, ln.rstrip()))
                                                                              for ln in p.stdout], daemon=True))
@@ -228,7 +144,24 @@ def launch(data, out, *, workers=2, steps=200, batch=64, ckpt_every=20, lr=1e-2,
             if p.poll() is None:
                 p.kill()
             p.wait()
+        for i in range(len(procs)):                # what each worker wrote, also after an error
+            (out / LOG.format(i)).write_text("".join(f"{s:8.3f} {t}\n" for w, s, t in lines if w == i))
     return Run(out, [p.returncode for p in procs], lines, wall, killed, killed_after)
+
+
+def _arguments(args) -> list:
+    """The program's arguments as strings; a list of them, never one string to split."""
+    if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
+        raise TypeError(f"args must be a list of the program's arguments, got {type(args).__name__} "
+                        f"{args!r}; pass e.g. args=['--steps', 200]")
+    bad = [a for a in args if isinstance(a, bool) or not isinstance(a, (str, int, float, os.PathLike))]
+    if bad:
+        raise TypeError(f"args must be strings, paths or numbers, got {bad[0]!r} "
+                        f"({type(bad[0]).__name__}); pass e.g. args=['--steps', 200]")
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    if "--out" in argv or any(a.startswith("--out=") for a in argv):
+        raise ValueError("args must not contain --out: launch() passes --out OUT itself")
+    return argv
 
 
 def _fail_if_a_worker_died(procs, q, lines, t0) -> None:
@@ -244,42 +177,18 @@ def _fail_if_a_worker_died(procs, q, lines, t0) -> None:
                                f"its last lines:\n" + "\n".join(t for w, _, t in lines[-20:] if w == i))
 
 
-CONFIG = "run_config.json"
-
-
-def _claim(out: Path, config: dict) -> None:
-    """Record the run's configuration in ``out``, or refuse a relaunch into ``out`` that differs
-    from the run whose checkpoints it holds (resuming them would silently mix two runs)."""
+def _claim(out: Path, command: dict) -> None:
+    """Record the run's command in ``out``, or refuse a relaunch into ``out`` that differs from the
+    run whose files (checkpoints) it holds: resuming them would silently mix two runs."""
     path = out / CONFIG
-    if path.exists() and (out / "ckpt").exists():
+    held = [p for p in out.iterdir() if p.name != CONFIG and not re.fullmatch(r"worker_\d+\.log", p.name)]
+    if path.exists() and held:
         before = json.loads(path.read_text())
-        differ = {k: (before.get(k), v) for k, v in config.items() if before.get(k) != v}
+        differ = {k: (before.get(k), v) for k, v in command.items() if before.get(k) != v}
         if differ:
             what = ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in differ.items())
-            raise ValueError(f"out={str(out)!r} holds the checkpoints of another run ({what}): "
-                             f"resuming them would mix two runs. Relaunch with the same settings "
+            raise ValueError(f"out={str(out)!r} holds the files of another run ({what}): "
+                             f"resuming them would mix two runs. Relaunch with the same command "
                              f"to resume, or pass a new out folder (or delete this one) to start over")
         return
-    path.write_text(json.dumps(config, indent=1))
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description="One MultiWorkerMirroredStrategy worker (reads TF_CONFIG).")
-    ap.add_argument("--data", required=True, help="an .npz file with x (n, 8, 8, 1) and y (n,)")
-    ap.add_argument("--out", required=True, help="run directory: checkpoints and final weights")
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--batch", type=int, default=64, help="the global batch, all workers together")
-    ap.add_argument("--ckpt-every", type=int, default=20)
-    ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
-    if "TF_CONFIG" not in os.environ:
-        sys.exit("TF_CONFIG is not set: start workers with ctlkit.multiworker.launch(), or set it "
-                 "as ctlkit.multiworker.tf_config() shows")
-    worker(a.data, a.out, a.steps, a.batch, a.ckpt_every, a.lr, a.seed)
-    sys.stdout.flush()
-    os._exit(0)  # everything is saved: skip TensorFlow's slow teardown (gRPC server, thread pools)
-
-
-if __name__ == "__main__":
-    main()
+    path.write_text(json.dumps(command, indent=1))

@@ -1,0 +1,320 @@
+"""Notebook 14, meta-learning: inner steps on explicit weights, the MAML meta-gradient.
+
+Both checkers call the learner's function on the 1-40-40-1 ReLU MLP of the notebook (its weights
+as a list of six tensors or tf.Variables), under an outer GradientTape, and compare what a learner
+can get wrong without any value changing: the gradient that flows back through the inner steps
+(a stop_gradient makes it first-order), and whether the variables were left alone. When a wrong
+result matches a known mistake (first-order, summed over tasks, support and query swapped...),
+the report says which.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from ..checks import Report, compare, explain
+
+SHAPES = [(1, 40), (40,), (40, 40), (40,), (40, 1), (1,)]
+
+
+def _forward(params, x):
+    """The notebook's functional MLP: kernels (in, out), biases (out,)."""
+    w1, b1, w2, b2, w3, b3 = params
+    h = tf.nn.relu(tf.matmul(x, w1) + b1[..., None, :])
+    h = tf.nn.relu(tf.matmul(h, w2) + b2[..., None, :])
+    return tf.matmul(h, w3) + b3[..., None, :]
+
+
+def _mse(params, x, y):
+    return tf.reduce_mean(tf.square(_forward(params, x) - y), axis=[-2, -1])
+
+
+def _params(seed, variables=False):
+    """Glorot-uniform kernels and small random biases (so bias gradients are not trivial)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape in SHAPES:
+        if len(shape) == 2:
+            limit = np.sqrt(6.0 / sum(shape))
+            value = rng.uniform(-limit, limit, shape)
+        else:
+            value = rng.normal(0.0, 0.1, shape)
+        value = tf.constant(value, tf.float32)
+        out.append(tf.Variable(value) if variables else value)
+    return out
+
+
+def _task(seed, amplitude, phase, n_support=10, n_query=20):
+    """One sinusoid: (x_s, y_s, x_q, y_q), x of shape (n, 1) in [-5, 5]."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-5.0, 5.0, (n_support + n_query, 1))
+    y = amplitude * np.sin(x - phase)
+    t = [tf.constant(v, tf.float32) for v in (x, y)]
+    return t[0][:n_support], t[1][:n_support], t[0][n_support:], t[1][n_support:]
+
+
+def _max_abs(values):
+    return max(float(tf.reduce_max(tf.abs(v))) for v in values)
+
+
+def _matches(got, want, rtol=1e-3):
+    """True when two lists of tensors agree to the checker's tolerance."""
+    if want is None or len(got) != len(want):
+        return False
+    atol = 1e-5 * max(_max_abs(want), 1e-12)
+    return all(g is not None and g.shape == w.shape and
+               np.allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+               for g, w in zip(got, want))
+
+
+def _structure_problems(got, label, what):
+    if isinstance(got, (tf.Tensor, np.ndarray)) or not isinstance(got, (list, tuple)):
+        return [f"{label}: returned a {type(got).__name__}; expected a list of 6 tensors ({what}), "
+                f"in the order of params."]
+    if len(got) != len(SHAPES):
+        return [f"{label}: returned {len(got)} items; expected 6 ({what}), one per weight, in "
+                f"the order of params (a (loss, grads) pair? return the list only)."]
+    for k, (g, shape) in enumerate(zip(got, SHAPES)):
+        if g is None:
+            return [f"{label}: item {k} is None (was every weight watched, and does the loss "
+                    f"depend on it through TensorFlow ops?)."]
+        if tuple(np.shape(g)) != shape:
+            return [f"{label}: item {k} has shape {list(np.shape(g))}, expected {list(shape)} "
+                    f"(the shape of params[{k}])."]
+    return []
+
+
+def _changed(variables, before):
+    return [k for k, (v, b) in enumerate(zip(variables, before))
+            if isinstance(v, tf.Variable) and not np.array_equal(v.numpy(), b)]
+
+
+def _compare_lists(got, want, where, scale):
+    problems = []
+    atol = 1e-5 * max(scale, 1e-12)
+    for k, (g, w) in enumerate(zip(got, want)):
+        problems += compare(tf.convert_to_tensor(g), w, where=f"{where}, item {k}", rtol=1e-3,
+                            atol=atol)
+        if problems:
+            break
+    return problems
+
+
+def _diagnose(got, candidates):
+    """The hint of the first known mistake that the result matches, or ''. ``candidates``:
+    [(a function computing what that mistake gives, its hint)], tried in order."""
+    for make, hint in candidates:
+        try:
+            if _matches(got, make()):
+                return " " + hint
+        except Exception:  # noqa: BLE001 - a candidate that cannot be compared is no match
+            continue
+    return ""
+
+
+def _report(name, problems, cases, shown=2):
+    """The problems of the first ``shown`` failing cases (one or two each), then how many more
+    cases failed: the same mistake usually fails every case, and once is enough to read."""
+    by_case = {}
+    for p in problems:
+        by_case.setdefault(p.split(": ")[0], []).append(p)
+    kept = [p for ps in list(by_case.values())[:shown] for p in ps[:2]]
+    more = len(by_case) - shown
+    if more > 0:
+        kept.append(f"... and {more} more case{'s' if more > 1 else ''} with problems.")
+    return Report(name=name, problems=kept, cases=cases)
+
+
+def _call(fn, args, label):
+    """(result, None), or (None, the sentence saying it is not written yet or what it raised)."""
+    try:
+        return fn(*args), None
+    except NotImplementedError as e:
+        if not str(e).strip():                 # the exercise cell's own bare raise
+            return None, f"{label}: not written yet (it raised NotImplementedError)."
+        return None, f"{label}: raised {explain(e)}"
+    except Exception as e:  # noqa: BLE001 - the learner's error is the message
+        return None, f"{label}: raised {explain(e)}"
+
+
+def _run(fn, args, variables, label):
+    """Call fn(*args) under an outer tape watching ``variables``: (result, tape, problems)."""
+    tape = tf.GradientTape(persistent=True)
+    with tape:
+        tape.watch(variables)
+        got, err = _call(fn, args, label)
+    return got, tape, [err] if err else []
+
+
+# -- 14.inner_steps -------------------------------------------------------------------------------
+def _reference_inner_steps(params, x, y, alpha, steps, first_order=False, at_start=False,
+                           sign=1.0):
+    fast = list(params)
+    for _ in range(steps):
+        at = params if at_start else fast
+        with tf.GradientTape() as tape:
+            tape.watch(at)
+            loss = _mse(at, x, y)
+        grads = tape.gradient(loss, at)
+        if first_order:
+            grads = [tf.stop_gradient(g) for g in grads]
+        fast = [w - sign * alpha * g for w, g in zip(fast, grads)]
+    return fast
+
+
+def _outer_gradient(fast_fn, params, xq, yq):
+    """d(query loss at fast_fn(params)) / d params, for a reference variant."""
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        loss = _mse(fast_fn(params), xq, yq)
+    return tape.gradient(loss, params)
+
+
+INNER_CASES = {   # label: (params seed, as variables, task (seed, amplitude, phase, n_support), alpha, steps)
+    "one step from a fresh init, the weights as plain tensors (the tape must watch them)":
+        (1, False, (11, 3.0, 0.5, 10), 0.01, 1),
+    "one step, the weights as tf.Variables (they must not change)":
+        (2, True, (12, 4.0, 2.0, 10), 0.01, 1),
+    "three steps (each gradient at the weights the previous step made)":
+        (3, False, (13, 2.5, 1.0, 10), 0.01, 3),
+    "two steps of alpha = 0.05 on a task of amplitude 5, as tf.Variables":
+        (4, True, (14, 5.0, 2.8, 10), 0.05, 2),
+    "one step on K = 5 points": (5, False, (15, 1.5, 0.2, 5), 0.02, 1),
+}
+
+
+def inner_steps(fn):
+    """``fn(params, x, y, alpha, steps)``: the adapted weights after ``steps`` gradient steps of
+    size ``alpha`` on one task's mean squared error, as new tensors."""
+    problems, cases = [], 0
+    for label, (seed, variables, task_spec, alpha, steps) in INNER_CASES.items():
+        cases += 1
+        xs, ys, xq, yq = _task(*task_spec)
+        mine, ref = _params(seed, variables), _params(seed)
+        before = [p.numpy() for p in mine]
+        got, tape, err = _run(fn, (mine, xs, ys, alpha, steps), mine, label)
+        if err:
+            problems += err
+            if "not written yet" in err[0]:
+                break
+            continue
+        case = _structure_problems(got, label, "the adapted weights")
+        changed = _changed(mine, before)
+        if changed:
+            case.append(f"{label}: your function changed the variables it was given (items "
+                        f"{changed}): an inner step must make new tensors, w - alpha * g, and "
+                        f"leave the meta-parameters alone (no assign / assign_sub).")
+        if case:
+            problems += case
+            continue
+        want = _reference_inner_steps(ref, xs, ys, alpha, steps)
+        value = _compare_lists(got, want, f"{label}: the adapted weights", _max_abs(want))
+        if value:
+            problems.append(value[0] + _diagnose(got, [
+                (lambda: _reference_inner_steps(ref, xs, ys, alpha, steps, sign=-1.0),
+                 "It matches steps uphill (w + alpha * g): step against the gradient."),
+                (lambda: _reference_inner_steps(ref, xs, ys, alpha, steps, at_start=True),
+                 "It matches taking every step's gradient at the starting weights: compute each "
+                 "gradient at the weights the previous step made."),
+                (lambda: _reference_inner_steps(ref, xs, ys, alpha, 1),
+                 "It matches a single step: take `steps` of them.")]))
+            continue
+        with tape:
+            query_loss = _mse(got, xq, yq)
+        g_got = tape.gradient(query_loss, mine)
+        g_want = _outer_gradient(lambda p: _reference_inner_steps(p, xs, ys, alpha, steps),
+                                 ref, xq, yq)
+        if any(g is None for g in g_got):
+            problems.append(f"{label}: no gradient flows from your adapted weights back to "
+                            f"params (items {[k for k, g in enumerate(g_got) if g is None]}): "
+                            f"a .numpy() round trip or new tf.Variables cut the chain, and MAML "
+                            f"needs it.")
+            continue
+        grad = _compare_lists(g_got, g_want, f"{label}: the gradient of a query loss at your "
+                              f"adapted weights w.r.t. params", _max_abs(g_want))
+        if grad:
+            problems.append(grad[0] + _diagnose(g_got, [(
+                lambda: _outer_gradient(lambda p: _reference_inner_steps(
+                    p, xs, ys, alpha, steps, first_order=True), ref, xq, yq),
+                "It matches the first-order gradient: a tf.stop_gradient on the inner gradients "
+                "(or a gradient computed off the tape) drops the second-order term.")]))
+    return _report("inner_steps", problems, cases)
+
+
+# -- 14.meta_gradient -----------------------------------------------------------------------------
+def _reference_meta_gradient(params, tasks, alpha, first_order=False, reduce="mean",
+                             swap=False, adapt=True, sign=1.0):
+    with tf.GradientTape() as outer:
+        outer.watch(params)
+        losses = []
+        for xs, ys, xq, yq in tasks:
+            if swap:
+                xs, ys, xq, yq = xq, yq, xs, ys
+            fast = (_reference_inner_steps(params, xs, ys, alpha, 1, first_order, sign=sign)
+                    if adapt else params)
+            losses.append(_mse(fast, xq, yq))
+        total = tf.add_n(losses)
+        meta_loss = total / len(tasks) if reduce == "mean" else total
+    return outer.gradient(meta_loss, params)
+
+
+META_CASES = {   # label: (params seed, as variables, tasks [(seed, amplitude, phase, n_s, n_q)], alpha)
+    "one task, the weights as tf.Variables (they must not change)":
+        (21, True, [(31, 3.0, 0.7, 10, 20)], 0.01),
+    "three tasks (the meta-loss is the mean over tasks)":
+        (22, True, [(32, 1.0, 0.1, 10, 20), (33, 4.5, 2.0, 10, 20), (34, 2.5, 3.0, 10, 20)], 0.01),
+    "two tasks of amplitude 5, alpha = 0.05 (a large second-order term)":
+        (23, True, [(35, 5.0, 1.2, 10, 20), (36, 4.8, 2.6, 10, 20)], 0.05),
+    "the weights as plain tensors (the tapes must watch them)":
+        (24, False, [(37, 2.0, 1.5, 10, 20), (38, 3.5, 0.4, 10, 20)], 0.02),
+    "5 support and 30 query points per task": (25, True, [(39, 4.0, 2.2, 5, 30)], 0.03),
+}
+
+
+def meta_gradient(fn):
+    """``fn(params, tasks, alpha)``: d/d params of the mean over ``tasks`` of the query loss after
+    one inner step of size ``alpha`` on the support points, second order."""
+    problems, cases = [], 0
+    for label, (seed, variables, specs, alpha) in META_CASES.items():
+        cases += 1
+        tasks = [_task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
+        mine, ref = _params(seed, variables), _params(seed)
+        before = [p.numpy() for p in mine]
+        got, err = _call(fn, (mine, list(tasks), alpha), label)
+        if err:
+            problems.append(err)
+            if "not written yet" in err:
+                break
+            continue
+        case = _structure_problems(got, label, "the meta-gradient")
+        changed = _changed(mine, before)
+        if changed:
+            case.append(f"{label}: your function changed the variables it was given (items "
+                        f"{changed}): the inner step must make new tensors, not assign to the "
+                        f"meta-parameters (they take the outer step only, after the gradient).")
+        if case:
+            problems += case
+            continue
+        want = _reference_meta_gradient(ref, tasks, alpha)
+        value = _compare_lists(got, want, f"{label}: the meta-gradient", _max_abs(want))
+        if not value:
+            continue
+        problems.append(value[0] + _diagnose(got, [
+            (lambda: _reference_meta_gradient(ref, tasks, alpha, first_order=True),
+             "It matches first-order MAML: the inner gradient must be computed inside the outer "
+             "tape's `with` block and not pass through tf.stop_gradient (and the outer gradient "
+             "is taken w.r.t. params, not the adapted weights)."),
+            (lambda: _reference_meta_gradient(ref, tasks, alpha, reduce="sum"),
+             "It matches the sum over tasks: the meta-loss is the mean of the tasks' query losses."),
+            (lambda: _reference_meta_gradient(ref, tasks, alpha, swap=True),
+             "It matches support and query swapped: adapt on (x_s, y_s), measure on (x_q, y_q)."),
+            (lambda: _reference_meta_gradient(ref, tasks, alpha, adapt=False),
+             "It matches the gradient of the query loss at params themselves: measure the query "
+             "loss at the adapted weights."),
+            (lambda: _reference_meta_gradient(ref, tasks, alpha, sign=-1.0),
+             "It matches an inner step uphill (w + alpha * g): step against the gradient."),
+            (lambda: [-g for g in want], "It is the meta-gradient with its sign flipped.")]))
+    return _report("maml_meta_gradient", problems, cases)
+
+
+EXERCISES = {"inner_steps": inner_steps, "meta_gradient": meta_gradient}

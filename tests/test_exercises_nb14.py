@@ -1,0 +1,178 @@
+"""Notebook 14's exercises: the reference solutions pass, and wrong answers of each kind are
+rejected with a message that names what is wrong (at least six per exercise, one almost right:
+a stop_gradient that makes it first-order changes no value, only the gradient through it)."""
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ctlkit.exercises import check
+
+
+def forward(params, x):                       # the notebook's functional MLP
+    w1, b1, w2, b2, w3, b3 = params
+    h = tf.nn.relu(tf.matmul(x, w1) + b1[..., None, :])
+    h = tf.nn.relu(tf.matmul(h, w2) + b2[..., None, :])
+    return tf.matmul(h, w3) + b3[..., None, :]
+
+
+def mse(params, x, y):
+    return tf.reduce_mean(tf.square(forward(params, x) - y), axis=[-2, -1])
+
+
+def _rejected(key, fn, message):
+    report = check(key, fn)
+    assert not report.ok
+    assert any(re.search(message, p) for p in report.problems), str(report)
+
+
+# -- 14.inner_steps -------------------------------------------------------------------------------
+def _steps(first_order=False, sign=1.0, at_start=False, in_place=False, watch=True, numpy=False,
+           loss="mean", one_step=False, variables_out=False):
+    """An inner_steps answer, right by default; each argument plants one mistake."""
+    def inner_steps(params, x, y, alpha, steps):
+        fast = list(params)
+        for _ in range(1 if one_step else steps):
+            at = params if at_start else fast
+            with tf.GradientTape() as tape:
+                if watch:
+                    tape.watch(at)
+                err = tf.square(forward(at, x) - y)
+                value = tf.reduce_mean(err) if loss == "mean" else tf.reduce_sum(err)
+            grads = tape.gradient(value, at)
+            if first_order:
+                grads = [tf.stop_gradient(g) for g in grads]
+            if in_place:
+                for w, g in zip(params, grads):
+                    w.assign_sub(alpha * g)
+                fast = list(params)
+            else:
+                fast = [w - sign * alpha * g for w, g in zip(fast, grads)]
+        if numpy:
+            fast = [tf.constant(w.numpy()) for w in fast]
+        if variables_out:
+            fast = [tf.Variable(w) for w in fast]
+        return fast
+    return inner_steps
+
+
+INNER_WRONG = {
+    "a stop_gradient on the inner gradients (almost right: every value is right)": (
+        _steps(first_order=True), r"gradient of a query loss.*first-order"),
+    "steps uphill": (_steps(sign=-1.0), r"adapted weights.*differs.*uphill"),
+    "every gradient at the starting weights": (
+        _steps(at_start=True), r"three steps.*starting weights"),
+    "updates the variables in place with assign_sub": (
+        _steps(in_place=True), r"changed the variables it was given"),
+    "no tape.watch on plain tensors": (_steps(watch=False), r"plain tensors.*raised.*(watched|None)"),
+    "a .numpy() round trip": (_steps(numpy=True), r"no gradient flows"),
+    "the summed squared error instead of the mean": (_steps(loss="sum"), r"adapted weights.*differs"),
+    "one step whatever `steps` says": (_steps(one_step=True), r"three steps.*single step"),
+    "new tf.Variables for the adapted weights": (_steps(variables_out=True), r"no gradient flows"),
+}
+
+
+def test_inner_steps_reference_passes():
+    report = check("14.inner_steps", _steps())
+    assert report.ok, str(report)
+
+
+def test_inner_steps_with_a_keras_style_loss_passes():
+    def inner_steps(params, x, y, alpha, steps):
+        import keras
+        fast = params
+        for _ in range(steps):
+            with tf.GradientTape() as tape:
+                tape.watch(fast)
+                loss = keras.losses.MeanSquaredError()(y, forward(fast, x))
+            fast = [w - alpha * g for w, g in zip(fast, tape.gradient(loss, fast))]
+        return fast
+    report = check("14.inner_steps", inner_steps)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("wrong", INNER_WRONG)
+def test_inner_steps_wrong_answers_are_rejected(wrong):
+    _rejected("14.inner_steps", *INNER_WRONG[wrong])
+
+
+# -- 14.meta_gradient -----------------------------------------------------------------------------
+def _meta(first_order=False, reduce="mean", swap=False, adapt=True, sign=1.0, in_place=False,
+          outer_wrt_fast=False, returns="grads", watch=True):
+    """A maml_meta_gradient answer, right by default; each argument plants one mistake."""
+    def maml_meta_gradient(params, tasks, alpha):
+        with tf.GradientTape(persistent=outer_wrt_fast) as outer:
+            if watch:
+                outer.watch(params)
+            losses, fasts = [], []
+            for xs, ys, xq, yq in tasks:
+                if swap:
+                    xs, ys, xq, yq = xq, yq, xs, ys
+                if adapt:
+                    with tf.GradientTape() as inner:
+                        if watch:
+                            inner.watch(params)
+                        support = mse(params, xs, ys)
+                    grads = inner.gradient(support, params)
+                    if first_order:
+                        grads = [tf.stop_gradient(g) for g in grads]
+                    if in_place:
+                        for w, g in zip(params, grads):
+                            w.assign_sub(alpha * g)
+                        fast = params
+                    else:
+                        fast = [w - sign * alpha * g for w, g in zip(params, grads)]
+                else:
+                    fast = params
+                fasts.append(fast)
+                losses.append(mse(fast, xq, yq))
+            meta_loss = tf.add_n(losses)
+            if reduce == "mean":
+                meta_loss = meta_loss / len(tasks)
+        if outer_wrt_fast:                    # d meta_loss / d fast weights, summed over tasks
+            per_task = [outer.gradient(meta_loss, f) for f in fasts]
+            grads = [tf.add_n(list(gs)) for gs in zip(*per_task)]
+        else:
+            grads = outer.gradient(meta_loss, params)
+        return (meta_loss, grads) if returns == "pair" else grads
+    return maml_meta_gradient
+
+
+META_WRONG = {
+    "first-order: a stop_gradient on the inner gradients (almost right)": (
+        _meta(first_order=True), r"meta-gradient.*differs.*first-order"),
+    "the outer gradient w.r.t. the adapted weights": (
+        _meta(outer_wrt_fast=True), r"meta-gradient.*differs.*first-order"),
+    "the sum over tasks, not the mean": (_meta(reduce="sum"), r"three tasks.*sum over tasks"),
+    "support and query swapped": (_meta(swap=True), r"differs.*swapped"),
+    "no inner step: the query loss at params": (_meta(adapt=False), r"differs.*at params themselves"),
+    "an inner step uphill": (_meta(sign=-1.0), r"differs.*uphill"),
+    "the inner step assigned to the variables in place": (
+        _meta(in_place=True), r"changed the variables it was given"),
+    "returns (loss, grads)": (_meta(returns="pair"), r"returned 2 items"),
+    "no watch on plain tensors": (_meta(watch=False), r"plain tensors.*(raised|None)"),
+}
+
+
+def test_meta_gradient_reference_passes():
+    report = check("14.meta_gradient", _meta())
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("wrong", META_WRONG)
+def test_meta_gradient_wrong_answers_are_rejected(wrong):
+    _rejected("14.meta_gradient", *META_WRONG[wrong])
+
+
+def test_the_second_order_term_is_large_enough_to_tell_first_order_apart():
+    """The checker's cases must separate first- from second-order well beyond its tolerance."""
+    from ctlkit.exercises import nb14
+    for seed, variables, specs, alpha in nb14.META_CASES.values():
+        tasks = [nb14._task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
+        params = nb14._params(seed)
+        second = nb14._reference_meta_gradient(params, tasks, alpha)
+        first = nb14._reference_meta_gradient(params, tasks, alpha, first_order=True)
+        gap = max(float(tf.reduce_max(tf.abs(a - b))) for a, b in zip(first, second))
+        assert gap > 100 * 1e-5 * nb14._max_abs(second), (specs, gap)
+    assert np.isfinite(gap)
