@@ -9,103 +9,19 @@ the report says which.
 """
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, compare, explain
-
-SHAPES = [(1, 40), (40,), (40, 40), (40,), (40, 1), (1,)]
-
-
-def _forward(params, x):
-    """The notebook's functional MLP: kernels (in, out), biases (out,)."""
-    w1, b1, w2, b2, w3, b3 = params
-    h = tf.nn.relu(tf.matmul(x, w1) + b1[..., None, :])
-    h = tf.nn.relu(tf.matmul(h, w2) + b2[..., None, :])
-    return tf.matmul(h, w3) + b3[..., None, :]
-
-
-def _mse(params, x, y):
-    return tf.reduce_mean(tf.square(_forward(params, x) - y), axis=[-2, -1])
-
-
-def _params(seed, variables=False):
-    """Glorot-uniform kernels and small random biases (so bias gradients are not trivial)."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for shape in SHAPES:
-        if len(shape) == 2:
-            limit = np.sqrt(6.0 / sum(shape))
-            value = rng.uniform(-limit, limit, shape)
-        else:
-            value = rng.normal(0.0, 0.1, shape)
-        value = tf.constant(value, tf.float32)
-        out.append(tf.Variable(value) if variables else value)
-    return out
-
-
-def _task(seed, amplitude, phase, n_support=10, n_query=20):
-    """One sinusoid: (x_s, y_s, x_q, y_q), x of shape (n, 1) in [-5, 5]."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(-5.0, 5.0, (n_support + n_query, 1))
-    y = amplitude * np.sin(x - phase)
-    t = [tf.constant(v, tf.float32) for v in (x, y)]
-    return t[0][:n_support], t[1][:n_support], t[0][n_support:], t[1][n_support:]
-
-
-def _max_abs(values):
-    return max(float(tf.reduce_max(tf.abs(v))) for v in values)
-
-
-def _matches(got, want, rtol=1e-3):
-    """True when two lists of tensors agree to the checker's tolerance."""
-    if want is None or len(got) != len(want):
-        return False
-    atol = 1e-5 * max(_max_abs(want), 1e-12)
-    return all(g is not None and g.shape == w.shape and
-               np.allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
-               for g, w in zip(got, want))
-
-
-def _structure_problems(got, label, what):
-    if isinstance(got, (tf.Tensor, np.ndarray)) or not isinstance(got, (list, tuple)):
-        return [f"{label}: returned a {type(got).__name__}; expected a list of 6 tensors ({what}), "
-                f"in the order of params."]
-    if len(got) != len(SHAPES):
-        return [f"{label}: returned {len(got)} items; expected 6 ({what}), one per weight, in "
-                f"the order of params (a (loss, grads) pair? return the list only)."]
-    for k, (g, shape) in enumerate(zip(got, SHAPES)):
-        if g is None:
-            return [f"{label}: item {k} is None (was every weight watched, and does the loss "
-                    f"depend on it through TensorFlow ops?)."]
-        if tuple(np.shape(g)) != shape:
-            return [f"{label}: item {k} has shape {list(np.shape(g))}, expected {list(shape)} "
-                    f"(the shape of params[{k}])."]
-    return []
-
-
-def _changed(variables, before):
-    return [k for k, (v, b) in enumerate(zip(variables, before))
-            if isinstance(v, tf.Variable) and not np.array_equal(v.numpy(), b)]
-
-
-def _compare_lists(got, want, where, scale):
-    problems = []
-    atol = 1e-5 * max(scale, 1e-12)
-    for k, (g, w) in enumerate(zip(got, want)):
-        problems += compare(tf.convert_to_tensor(g), w, where=f"{where}, item {k}", rtol=1e-3,
-                            atol=atol)
-        if problems:
-            break
-    return problems
-
+from ..checks import Report
+from ..explain import call
+from ._sinusoids import (changed, compare_lists, matches, max_abs, mse, random_params,
+                         sinusoid_task, structure_problems)
 
 def _diagnose(got, candidates):
     """The hint of the first known mistake that the result matches, or ''. ``candidates``:
     [(a function computing what that mistake gives, its hint)], tried in order."""
     for make, hint in candidates:
         try:
-            if _matches(got, make()):
+            if matches(got, make()):
                 return " " + hint
         except Exception:  # noqa: BLE001 - a candidate that cannot be compared is no match
             continue
@@ -125,24 +41,12 @@ def _report(name, problems, cases, shown=2):
     return Report(name=name, problems=kept, cases=cases)
 
 
-def _call(fn, args, label):
-    """(result, None), or (None, the sentence saying it is not written yet or what it raised)."""
-    try:
-        return fn(*args), None
-    except NotImplementedError as e:
-        if not str(e).strip():                 # the exercise cell's own bare raise
-            return None, f"{label}: not written yet (it raised NotImplementedError)."
-        return None, f"{label}: raised {explain(e)}"
-    except Exception as e:  # noqa: BLE001 - the learner's error is the message
-        return None, f"{label}: raised {explain(e)}"
-
-
 def _run(fn, args, variables, label):
     """Call fn(*args) under an outer tape watching ``variables``: (result, tape, problems)."""
     tape = tf.GradientTape(persistent=True)
     with tape:
         tape.watch(variables)
-        got, err = _call(fn, args, label)
+        got, err = call(fn, args, label)
     return got, tape, [err] if err else []
 
 
@@ -154,7 +58,7 @@ def _reference_inner_steps(params, x, y, alpha, steps, first_order=False, at_sta
         at = params if at_start else fast
         with tf.GradientTape() as tape:
             tape.watch(at)
-            loss = _mse(at, x, y)
+            loss = mse(at, x, y)
         grads = tape.gradient(loss, at)
         if first_order:
             grads = [tf.stop_gradient(g) for g in grads]
@@ -166,7 +70,7 @@ def _outer_gradient(fast_fn, params, xq, yq):
     """d(query loss at fast_fn(params)) / d params, for a reference variant."""
     with tf.GradientTape() as tape:
         tape.watch(params)
-        loss = _mse(fast_fn(params), xq, yq)
+        loss = mse(fast_fn(params), xq, yq)
     return tape.gradient(loss, params)
 
 
@@ -189,8 +93,8 @@ def inner_steps(fn):
     problems, cases = [], 0
     for label, (seed, variables, task_spec, alpha, steps) in INNER_CASES.items():
         cases += 1
-        xs, ys, xq, yq = _task(*task_spec)
-        mine, ref = _params(seed, variables), _params(seed)
+        xs, ys, xq, yq = sinusoid_task(*task_spec)
+        mine, ref = random_params(seed, variables), random_params(seed)
         before = [p.numpy() for p in mine]
         got, tape, err = _run(fn, (mine, xs, ys, alpha, steps), mine, label)
         if err:
@@ -198,17 +102,17 @@ def inner_steps(fn):
             if "not written yet" in err[0]:
                 break
             continue
-        case = _structure_problems(got, label, "the adapted weights")
-        changed = _changed(mine, before)
-        if changed:
+        case = structure_problems(got, label, "the adapted weights")
+        moved = changed(mine, before)
+        if moved:
             case.append(f"{label}: your function changed the variables it was given (items "
-                        f"{changed}): an inner step must make new tensors, w - alpha * g, and "
+                        f"{moved}): an inner step must make new tensors, w - alpha * g, and "
                         f"leave the meta-parameters alone (no assign / assign_sub).")
         if case:
             problems += case
             continue
         want = _reference_inner_steps(ref, xs, ys, alpha, steps)
-        value = _compare_lists(got, want, f"{label}: the adapted weights", _max_abs(want))
+        value = compare_lists(got, want, f"{label}: the adapted weights", max_abs(want))
         if value:
             problems.append(value[0] + _diagnose(got, [
                 (lambda: _reference_inner_steps(ref, xs, ys, alpha, steps, sign=-1.0),
@@ -220,7 +124,7 @@ def inner_steps(fn):
                  "It matches a single step: take `steps` of them.")]))
             continue
         with tape:
-            query_loss = _mse(got, xq, yq)
+            query_loss = mse(got, xq, yq)
         g_got = tape.gradient(query_loss, mine)
         g_want = _outer_gradient(lambda p: _reference_inner_steps(p, xs, ys, alpha, steps),
                                  ref, xq, yq)
@@ -230,8 +134,8 @@ def inner_steps(fn):
                             f"a .numpy() round trip or new tf.Variables cut the chain, and MAML "
                             f"needs it.")
             continue
-        grad = _compare_lists(g_got, g_want, f"{label}: the gradient of a query loss at your "
-                              f"adapted weights w.r.t. params", _max_abs(g_want))
+        grad = compare_lists(g_got, g_want, f"{label}: the gradient of a query loss at your "
+                              f"adapted weights w.r.t. params", max_abs(g_want))
         if grad:
             problems.append(grad[0] + _diagnose(g_got, [(
                 lambda: _outer_gradient(lambda p: _reference_inner_steps(
@@ -252,7 +156,7 @@ def _reference_meta_gradient(params, tasks, alpha, first_order=False, reduce="me
                 xs, ys, xq, yq = xq, yq, xs, ys
             fast = (_reference_inner_steps(params, xs, ys, alpha, 1, first_order, sign=sign)
                     if adapt else params)
-            losses.append(_mse(fast, xq, yq))
+            losses.append(mse(fast, xq, yq))
         total = tf.add_n(losses)
         meta_loss = total / len(tasks) if reduce == "mean" else total
     return outer.gradient(meta_loss, params)
@@ -277,26 +181,26 @@ def meta_gradient(fn):
     problems, cases = [], 0
     for label, (seed, variables, specs, alpha) in META_CASES.items():
         cases += 1
-        tasks = [_task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
-        mine, ref = _params(seed, variables), _params(seed)
+        tasks = [sinusoid_task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
+        mine, ref = random_params(seed, variables), random_params(seed)
         before = [p.numpy() for p in mine]
-        got, err = _call(fn, (mine, list(tasks), alpha), label)
+        got, err = call(fn, (mine, list(tasks), alpha), label)
         if err:
             problems.append(err)
             if "not written yet" in err:
                 break
             continue
-        case = _structure_problems(got, label, "the meta-gradient")
-        changed = _changed(mine, before)
-        if changed:
+        case = structure_problems(got, label, "the meta-gradient")
+        moved = changed(mine, before)
+        if moved:
             case.append(f"{label}: your function changed the variables it was given (items "
-                        f"{changed}): the inner step must make new tensors, not assign to the "
+                        f"{moved}): the inner step must make new tensors, not assign to the "
                         f"meta-parameters (they take the outer step only, after the gradient).")
         if case:
             problems += case
             continue
         want = _reference_meta_gradient(ref, tasks, alpha)
-        value = _compare_lists(got, want, f"{label}: the meta-gradient", _max_abs(want))
+        value = compare_lists(got, want, f"{label}: the meta-gradient", max_abs(want))
         if not value:
             continue
         problems.append(value[0] + _diagnose(got, [
