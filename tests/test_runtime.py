@@ -233,8 +233,9 @@ def test_versions():
 def test_find_tpu_is_none_without_tpu_hints(monkeypatch):
     monkeypatch.delenv("TPU_NAME", raising=False)
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
-    monkeypatch.setattr(runtime.os.path, "exists", lambda p: False)
-    assert runtime._find_tpu() is None
+    from ctlkit import devices
+    monkeypatch.setattr(devices.os.path, "exists", lambda p: False)
+    assert runtime.find_tpu() is None
 
 
 # -- recommend_policy ---------------------------------------------------------------------------
