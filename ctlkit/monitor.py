@@ -18,7 +18,9 @@ the compiled step: inside a ``tf.function`` it would run once, while tracing, so
 Throttle: a redraw comes when ``now - last >= max(every, last_cost / draw_budget)``, where
 ``last_cost`` is what the previous redraw cost (reading the buffer, drawing, sending). A cheap
 redraw waits ``every`` seconds; an expensive one waits long enough that redraws stay within
-``draw_budget`` of the loop's time. ``monitor.overhead()`` reports what the monitor cost in all.
+``draw_budget`` of the loop's time. New axis limits need a full draw, several times a blit's
+cost: by the same rule it comes ``last_full_cost / draw_budget`` after the previous one (the
+curves are clipped at the edge meanwhile). ``monitor.overhead()`` reports the cost in all.
 
 A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with the step it
 first appeared at; ``stop_on_nonfinite=True`` also ends the run there (it checks every step: one
@@ -49,7 +51,7 @@ class Monitor:
 
     def __init__(self, total_steps: int | None = None, *, title: str = "training",
                  every: float = 0.5, sink="auto", stop_on_nonfinite: bool = False,
-                 draw_budget: float = 0.03):
+                 draw_budget: float = 0.02):
         if total_steps is not None:
             total_steps = validate.positive_int("total_steps", total_steps,
                                                 example="epochs * steps_per_epoch")
@@ -58,7 +60,7 @@ class Monitor:
         self.total_steps, self.title = total_steps, title
         self.every = validate.number("every", every, low=0, low_open=True, example=0.5)
         self.draw_budget = validate.number("draw_budget", draw_budget, low=0, high=1,
-                                           low_open=True, high_open=True, example=0.03)
+                                           low_open=True, high_open=True, example=0.02)
         self.stop_on_nonfinite = validate.flag("stop_on_nonfinite", stop_on_nonfinite)
         self.sink = make_sink(sink)
         self.plotter = Plotter(title)
@@ -70,6 +72,7 @@ class Monitor:
         self._buffer, self._started, self._ended, self._closed = Buffer(), None, None, False
         self._in_with, self._sigint = False, SigintNote()
         self._last_flush, self._wait = 0.0, self.every   # the last redraw's end; the wait after it
+        self._last_full = self._full_wait = 0.0   # the same for the last full draw (new limits)
         self._spent = self.redraw_seconds = 0.0   # in the monitor in all; the last redraw
         self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up, layout
         self._image = self.picture = None  # what show() was given; PNG bytes of the last shown
@@ -120,7 +123,7 @@ class Monitor:
         """Read the buffered values, check them and redraw now (after close(): nothing to
         do, the final figure is drawn)."""
         if not self._closed:
-            self._redraw()
+            self._redraw(relayout=True)
 
     def show(self, image):
         """Show a picture beside the curves (generated samples, the image being optimised),
@@ -142,14 +145,19 @@ class Monitor:
             if not callable(image):
                 self._image = None               # shown; a function is drawn again each time
 
-    def _redraw(self):
+    def _redraw(self, relayout=False):
         t0 = time.perf_counter()
         self._convert()
         self._picture()
         png, one_off, p = None, 0.0, self.plotter
         if self._wants_png and self.history.keys():
-            layouts, d0 = p.layout_changes, time.perf_counter()
-            png = p.render(self.history, self.total_steps)
+            layouts, fulls, d0 = p.layout_changes, p.full_draws, time.perf_counter()
+            # new axis limits (a full draw) by the same rule: its cost / budget after the last
+            relayout = relayout or d0 - self._last_full >= self._full_wait
+            png = p.render(self.history, self.total_steps, relayout=relayout)
+            if p.full_draws != fulls:
+                self._last_full = time.perf_counter()
+                self._full_wait = (self._last_full - d0) / self.draw_budget
             if p.layout_changes != layouts:      # a new panel or line: one-off, like start-up
                 one_off = time.perf_counter() - d0
         self.sink.send(self, png)

@@ -102,13 +102,13 @@ class Plotter:
         lo, hi = float(ys.min()), float(ys.max())
         if old is not None and old[2] <= lo and hi <= old[3]:
             return (lo_x, hi_x) + old[2:]
+        # Headroom makes a new full draw rare: norms fall during training (a decade to spare
+        # below), losses and rates are drawn from zero, and the top has a quarter to spare.
         if self._log(name):                          # whole decades
-            y0, y1 = 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
+            y0, y1 = 10.0 ** (math.floor(math.log10(lo)) - 1), 10.0 ** math.ceil(math.log10(hi))
             return (lo_x, hi_x, y0, y1 if y1 > y0 else y0 * 10)
-        span = hi - lo
-        pad = max(0.25 * span, 0.05 * abs(hi)) or 1.0         # 1.0: a series of zeros
-        y0 = 0.0 if 0 <= lo < max(span, pad) else lo - pad   # losses and rates sit on zero
-        return (lo_x, hi_x, y0, hi + pad)
+        pad = max(0.25 * (hi - lo), 0.25 * abs(hi)) or 1.0    # 1.0: a series of zeros
+        return (lo_x, hi_x, 0.0 if lo >= 0 else lo - pad, hi + pad)
 
     def render(self, history, x_max: int | None = None, relayout: bool = True) -> bytes:
         """PNG bytes of ``history``. ``x_max``: the run's last step if known (fixes the x

@@ -1144,3 +1144,20 @@ def test_widget_sink_shows_the_picture_beside_the_curves(fake_display):
         assert m.sink.picture.value[:8] == PNG_MAGIC
         assert m.sink.picture in m.sink.box.children[1].children
     assert any(getattr(o, "data", b"")[:8] == PNG_MAGIC and o.data == m.picture for o in shown)
+
+
+@pytest.mark.timing
+def test_new_axis_limits_wait_their_own_cost_over_the_budget():
+    # a loss that climbs forever leaves the axes at every redraw; a full draw (axes, ticks,
+    # labels) costs several blits, so it comes at most every full cost / draw_budget, and the
+    # redraws between are blits with the curve clipped at the edge
+    m = Monitor(sink=RecordingSink(wants_png=True), every=0.01, draw_budget=0.2)
+    t0, i = time.perf_counter(), 0
+    with m:
+        while time.perf_counter() - t0 < 1.5:
+            i += 1
+            m.log(loss=float(i))
+            time.sleep(0.001)
+    fulls = m.plotter.full_draws - 1                  # the final picture at close() is full
+    assert 1 <= fulls < m.redraws - m.plotter.layout_changes, (fulls, m.redraws)
+    assert m.overhead() <= 2 * m.draw_budget + 0.05
