@@ -151,3 +151,58 @@ def test_total_reference_passes():
 @pytest.mark.parametrize("wrong", TOTAL_WRONG)
 def test_total_wrong_answers_are_rejected(wrong):
     _rejected("06.uncertainty_total", *TOTAL_WRONG[wrong])
+
+
+# -- 06.hardest_mean ------------------------------------------------------------------------------
+def hardest_right(per_sample_losses, k):
+    return tf.reduce_mean(tf.math.top_k(per_sample_losses, k).values)
+
+
+def _by_sort(per_sample_losses, k):       # right too: a descending sort, then the first k
+    return tf.reduce_mean(tf.sort(per_sample_losses, direction="DESCENDING")[:k])
+
+
+def _at_or_above_kth(per_sample_losses, k):
+    kth = tf.math.top_k(per_sample_losses, k).values[-1]
+    chosen = tf.boolean_mask(per_sample_losses, per_sample_losses >= kth)
+    return tf.reduce_mean(chosen)
+
+
+def _over_batch_size(per_sample_losses, k):
+    top = tf.math.top_k(per_sample_losses, k).values
+    return tf.reduce_sum(top) / tf.cast(tf.size(per_sample_losses), tf.float32)
+
+
+HARDEST_WRONG = {
+    "the k smallest losses": (lambda l, k: -tf.reduce_mean(tf.math.top_k(-l, k).values), r"differs"),
+    "every loss (k ignored)": (lambda l, k: tf.reduce_mean(l), r"k = 3.* differs"),
+    "the sum of the k largest, not their mean": (
+        lambda l, k: tf.reduce_sum(tf.math.top_k(l, k).values), r"k = 3.* differs"),
+    "divided by the batch size, as sample_weight= with a 0/1 mask does (almost right)": (
+        _over_batch_size, r"k = 3.* differs"),
+    "every loss at or above the k-th largest: more than k on ties (almost right)": (
+        _at_or_above_kth, r"tied at the cut.* differs"),
+    "the choice and the values behind stop_gradient": (
+        lambda l, k: tf.reduce_mean(tf.stop_gradient(tf.math.top_k(l, k).values)),
+        r"not differentiable"),
+    "the k largest losses, not their mean": (
+        lambda l, k: tf.math.top_k(l, k).values, r"has shape \[3\], expected \[\]"),
+    "the largest loss only (k ignored)": (lambda l, k: tf.reduce_max(l), r"k = 3.* differs"),
+    "a float64 result": (
+        lambda l, k: tf.cast(hardest_right(l, k), tf.float64), r"dtype float64, expected float32"),
+    "through NumPy": (
+        lambda l, k: tf.constant(np.sort(l.numpy())[-k:].mean()), r"raised"),
+}
+
+
+def test_hardest_reference_passes():
+    assert check("06.hardest_mean", hardest_right).ok
+
+
+def test_hardest_a_descending_sort_passes_too():
+    assert check("06.hardest_mean", _by_sort).ok
+
+
+@pytest.mark.parametrize("wrong", HARDEST_WRONG)
+def test_hardest_wrong_answers_are_rejected(wrong):
+    _rejected("06.hardest_mean", *HARDEST_WRONG[wrong])

@@ -1,5 +1,5 @@
 """Notebook 06: a graph-safe warmup + cosine schedule, clipping by the global norm, the
-uncertainty-weighted multi-task total."""
+uncertainty-weighted multi-task total, the mean of the hardest examples' losses."""
 from __future__ import annotations
 
 import math
@@ -114,5 +114,51 @@ def uncertainty_total(fn):
                           rtol=1e-5, atol=1e-6, differentiable=True)
 
 
+# -- 06.hardest_mean ------------------------------------------------------------------------------
+def _reference_hardest_mean(per_sample_losses, k):
+    return tf.reduce_mean(tf.math.top_k(per_sample_losses, k).values)
+
+
+def hardest_mean(fn):
+    """Each k on its own (k is a Python int, as in the notebook's step), the function called in a
+    ``tf.function`` as the step calls it. Distinct losses: values and gradients compared. Losses
+    tied at the cut: values only, since which of two equal losses gets the gradient is arbitrary."""
+    rng = np.random.default_rng(61)
+    eight = tf.constant(rng.permutation(np.linspace(0.1, 3.0, 8)), tf.float32)
+    sixty_four = tf.constant(rng.gamma(1.0, 0.5, 64), tf.float32)
+    settings = [  # (k, differentiable, {label: losses})
+        (3, True, {"8 distinct losses, k = 3": eight}),
+        (1, True, {"8 losses, k = 1 (the largest alone)": eight}),
+        (8, True, {"8 losses, k = 8 (every loss, the plain mean)": eight}),
+        (8, True, {"64 losses, k = 8 (section 5's setting)": sixty_four}),
+        (2, False, {"losses tied at the cut [5, 2, 2, 1], k = 2 (exactly k count)":
+                    tf.constant([5.0, 2.0, 2.0, 1.0])}),
+        (3, False, {"ties above and at the cut [4, 4, 1, 1, 1, 0], k = 3":
+                    tf.constant([4.0, 4.0, 1.0, 1.0, 1.0, 0.0])}),
+    ]
+    reports = []
+    for k, differentiable, cases in settings:
+        def yours(losses, k=k):
+            def as_in_the_step(per_sample_losses):
+                return fn(per_sample_losses, k)
+            try:
+                return tf.function(as_in_the_step)(losses)
+            except NotImplementedError as e:
+                last = ([ln.strip() for ln in str(e).splitlines() if ln.strip()] or [""])[-1]
+                if last.rstrip(":") in ("", "NotImplementedError"):   # the unwritten exercise
+                    raise NotImplementedError from None
+                raise
+
+        def reference(losses, k=k):
+            return _reference_hardest_mean(losses, k)
+        r = check_function(yours, reference, {label: (v,) for label, v in cases.items()},
+                           name="hardest_mean", rtol=1e-5, atol=1e-6,
+                           differentiable=differentiable)
+        reports.append(r)
+        if any("not written yet" in p for p in r.problems):
+            break
+    return merge("hardest_mean", reports)
+
+
 EXERCISES = {"schedule": schedule, "clip_global": clip_global,
-             "uncertainty_total": uncertainty_total}
+             "uncertainty_total": uncertainty_total, "hardest_mean": hardest_mean}
