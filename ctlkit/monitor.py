@@ -9,11 +9,9 @@
             monitor.log_epoch(val_accuracy=evaluate())
     monitor.history["loss"]                      # NumPy arrays, kept after an interrupt
 
-``log()`` only appends the values to a buffer (about a microsecond); tensors are read in one
-batch per key when the picture is redrawn, so logging never forces a device sync per step. The
-first value under each key is read at once, so a wrong shape or kind fails at the ``log()`` that
-passed it. A variable (``optimizer.learning_rate``) is copied when logged. Call ``log()`` outside
-the compiled step: inside a ``tf.function`` it would run once, while tracing, so it raises there.
+``log()`` only appends the values to a buffer (about a microsecond; ``buffer.py``); tensors are
+read in one batch per key at a redraw, so logging never forces a device sync per step. Call it
+outside the compiled step: inside a ``tf.function`` it would run once, while tracing, so it raises.
 
 Throttle: a redraw comes when ``now - last >= max(every, last_cost / draw_budget)``, where
 ``last_cost`` is what the previous redraw cost (reading the buffer, drawing, sending). A cheap
@@ -22,11 +20,10 @@ redraw waits ``every`` seconds; an expensive one waits long enough that redraws 
 cost: by the same rule it comes ``last_full_cost / draw_budget`` after the previous one (the
 curves are clipped at the edge meanwhile). ``monitor.overhead()`` reports the cost in all.
 
-A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with the step it
-first appeared at; ``stop_on_nonfinite=True`` also ends the run there (it checks every step: one
-device sync per step) and the ``with`` block ends quietly. An interrupt (Ctrl-C, the kernel's
-stop button) ends the ``with`` block cleanly, history and final figure kept, and is passed on so
-the rest of the cell does not run. A closed monitor is final: start a new run with a new one.
+A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with its step;
+``stop_on_nonfinite=True`` also ends the run there (one device sync per step). An interrupt ends
+the ``with`` block cleanly, history and final figure kept, and is passed on, so the rest of the
+cell does not run. A closed monitor is final: start a new run with a new one.
 """
 from __future__ import annotations
 
@@ -80,18 +77,15 @@ class Monitor:
     # -- the loop calls these ---------------------------------------------------------------
     def log(self, step: int | None = None, *, loss=None, grad_norm=None, layer_norms=None,
             **scalars):
-        """Record one training step. Values may be tensors, NumPy or Python numbers, one
-        scalar each; ``step`` (optional) must increase from call to call."""
+        """Record one step: one scalar per key (tensor or number); ``step``, if given, increases."""
         self._begin("log")
         if self._sigint.pending:                 # an interrupt that something swallowed
             self._sigint.pending = False
             raise KeyboardInterrupt("interrupted (the first KeyboardInterrupt was swallowed "
                                     "inside a library call; ctlkit.Monitor raises it again)")
         t0 = time.perf_counter()
-        if step is None:
-            step = self.step + 1
-        else:
-            step = step_number(step, self._buffer.last_step(self.history))
+        step = (self.step + 1 if step is None
+                else step_number(step, self._buffer.last_step(self.history)))
         self._buffer.add(step, loss, grad_norm, layer_norms, scalars, self.history.epoch_keys())
         self.step = step
         if self.stop_on_nonfinite:   # check every step: costs one device sync per step
@@ -111,26 +105,22 @@ class Monitor:
             self._convert()      # the steps before this epoch first, and their NaN watch
         finally:
             self.history.add_epoch(self.step, floats)
-            bad = [(k, v) for k, v in floats.items() if not math.isfinite(v)]
+            bad = next(((k, v) for k, v in floats.items() if not math.isfinite(v)), None)
             if bad and self.nonfinite is None:
-                self._report_nonfinite(bad[0][0], self.step, bad[0][1])
+                self._report_nonfinite(bad[0], self.step, bad[1])
         self._spent += time.perf_counter() - t0
         self._raise_if_nonfinite()
         if t0 - self._last_flush >= self._wait:  # otherwise drawn with the next redraw
             self._redraw()
 
     def flush(self):
-        """Read the buffered values, check them and redraw now (after close(): nothing to
-        do, the final figure is drawn)."""
+        """Read the buffered values, check them and redraw now (not after close())."""
         if not self._closed:
             self._redraw(relayout=True)
 
     def show(self, image):
-        """Show a picture beside the curves (generated samples, the image being optimised),
-        redrawn with them, under the same throttle. ``image``: an array (H, W[, 1|3|4]) of
-        floats in [0, 1] or uint8, a matplotlib figure, PNG bytes, or a function of no
-        arguments returning one: it is called at every redraw, so a costly rendering runs only
-        when it will be seen, and its cost counts in the redraw's."""
+        """A picture beside the curves, redrawn with them: anything ``plotter.image_png`` takes,
+        or a function of no arguments returning one, called only at a redraw (in its cost)."""
         self._begin("show")
         if not callable(image):
             image_png(image)                     # a wrong shape or dtype fails here, not later
@@ -171,8 +161,7 @@ class Monitor:
         self._raise_if_nonfinite()
 
     def close(self):
-        """Final redraw; the widget becomes a static PNG. Called by ``with`` automatically.
-        Closing twice does nothing; after close() the monitor only answers questions."""
+        """Final redraw, the widget becomes a static PNG (``with`` calls it; twice is harmless)."""
         if self._closed:
             return
         if self._started is None:
@@ -216,8 +205,7 @@ class Monitor:
                       f"The model and monitor.history are kept."
                       + (" The interrupt is passed on: the rest of the cell does not run."
                          if interrupt else ""))
-        # a NaN stop is what the run asked for: the code after the with block goes on. An
-        # interrupt goes on up (returning False), so one press stops the whole cell.
+        # a NaN stop is what the run asked for: go on after the block; an interrupt goes up
         return nonfinite
 
     # -- numbers for the reader -------------------------------------------------------------
@@ -226,9 +214,8 @@ class Monitor:
 
     def elapsed(self) -> float:
         """Seconds from the first step to now, or to close()."""
-        if self._started is None:
-            return 0.0
-        return (self._ended or time.perf_counter()) - self._started
+        end = self._ended or time.perf_counter()
+        return 0.0 if self._started is None else end - self._started
 
     def overhead(self) -> float:
         """Fraction of the loop's wall time spent inside log/flush/redraw (the one-off
@@ -237,7 +224,6 @@ class Monitor:
         return self._spent / wall if wall > 0 else 0.0
 
     def status_line(self, final: bool = False) -> str:
-        """One line: step, steps/s, ETA (or total time), the latest values, alarms."""
         return status_line(self, final)
 
     # -- internals --------------------------------------------------------------------------
@@ -259,8 +245,7 @@ class Monitor:
         self.startup_seconds = self._started - t0
 
     def _convert(self):
-        """Move the buffered values into the history (``Buffer.drain``), watching for NaN/Inf
-        until the first one is found."""
+        """Buffered values into the history (``Buffer.drain``), watched until the first NaN/Inf."""
         watched = self.WATCHED if self.nonfinite is None else None
         self._buffer.drain(self.history, watched, self._report_nonfinite)
 
