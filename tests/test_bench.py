@@ -7,22 +7,13 @@ import pytest
 import tensorflow as tf
 
 from ctlkit import bench
+from ctlkit.steps import plain_step
 
 ON_GPU = bool(tf.config.list_physical_devices("GPU"))
 
 
-def _step(model, optimizer, loss_fn):
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return step
-
-
 def eager(model, optimizer, task):
-    step = _step(model, optimizer, task.loss_fn)
+    step = plain_step(model, optimizer, task.loss_fn, compile=False)
 
     def one_epoch():
         for x, y in task.train:
@@ -32,7 +23,7 @@ def eager(model, optimizer, task):
 
 
 def graph(model, optimizer, task):
-    step = tf.function(_step(model, optimizer, task.loss_fn))
+    step = plain_step(model, optimizer, task.loss_fn)
 
     def one_epoch():
         for x, y in task.train:

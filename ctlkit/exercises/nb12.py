@@ -6,6 +6,7 @@ import functools
 import tensorflow as tf
 
 from ..checks import Report, check_step, explain
+from ..steps import plain_step
 
 
 @functools.lru_cache(maxsize=1)
@@ -20,19 +21,8 @@ def _build():
     return _task().build()
 
 
-def _train_step(model, optimizer, loss_fn):
-    """The notebook's ``train_step`` (the seed article's step), uncompiled."""
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-    return step
-
-
 def _step(model, optimizer):
-    return _train_step(model, optimizer, _task().loss_fn)
+    return plain_step(model, optimizer, _task().loss_fn, compile=False)   # the notebook's train_step
 
 
 def _iterations(model, optimizer):
@@ -114,7 +104,8 @@ def train_k(fn):
 # -- 12.step --------------------------------------------------------------------------------------
 def _reference_step(model, optimizer, loss_fn):
     signature = [tf.TensorSpec([None, 784], tf.float32), tf.TensorSpec([None], tf.int32)]
-    return tf.function(_train_step(model, optimizer, loss_fn), input_signature=signature)
+    return tf.function(plain_step(model, optimizer, loss_fn, compile=False),
+                       input_signature=signature)
 
 
 def step(fn):
