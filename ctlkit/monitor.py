@@ -9,21 +9,18 @@
             monitor.log_epoch(val_accuracy=evaluate())
     monitor.history["loss"]                      # NumPy arrays, kept after an interrupt
 
-``log()`` only appends the values to a buffer (about a microsecond; ``buffer.py``); tensors are
-read in one batch per key at a redraw, so logging never forces a device sync per step. Call it
-outside the compiled step: inside a ``tf.function`` it would run once, while tracing, so it raises.
+``log()`` only appends the values to a buffer (``buffer.py``); tensors are read in one batch per
+key at a redraw, so logging never forces a device sync per step. Inside a ``tf.function`` it
+would run once, while tracing, so it raises there: call it from the Python loop.
 
-Throttle: a redraw comes when ``now - last >= max(every, last_cost / draw_budget)``, where
-``last_cost`` is what the previous redraw cost (reading the buffer, drawing, sending). A cheap
-redraw waits ``every`` seconds; an expensive one waits long enough that redraws stay within
-``draw_budget`` of the loop's time. New axis limits need a full draw, several times a blit's
-cost: by the same rule it comes ``last_full_cost / draw_budget`` after the previous one (the
-curves are clipped at the edge meanwhile). ``monitor.overhead()`` reports the cost in all.
+Throttle: redraw when ``now - last >= max(every, last_cost / draw_budget)``, ``last_cost`` being
+what the previous redraw cost. A full draw (new axis limits, several blits' cost) follows the
+same rule on its own clock; the curves are clipped at the edge meanwhile. ``overhead()`` says
+what it all cost.
 
 A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with its step;
 ``stop_on_nonfinite=True`` also ends the run there (one device sync per step). An interrupt ends
-the ``with`` block cleanly, history and final figure kept, and is passed on, so the rest of the
-cell does not run. A closed monitor is final: start a new run with a new one.
+the ``with`` block cleanly, history and figure kept, and is passed on. A closed monitor is final.
 """
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ class Monitor:
         self._wants_png = bool(getattr(self.sink, "wants_png", False))
         self.history = History()
         self.step = self.redraws = 0
-        self.nonfinite = None            # (key, step, value) of the first NaN/Inf
-        self.interrupted, self.stopped_reason = False, None
+        self.nonfinite, self.interrupted, self.stopped_reason = None, False, None
         self._buffer, self._started, self._ended, self._closed = Buffer(), None, None, False
         self._in_with, self._sigint = False, SigintNote()
         self._last_flush, self._wait = 0.0, self.every   # the last redraw's end; the wait after it
@@ -188,8 +184,8 @@ class Monitor:
     def __exit__(self, exc_type, exc, tb):
         self._in_with = False
         self._sigint.unwatch()
-        interrupt = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-        nonfinite = exc_type is not None and issubclass(exc_type, NonFiniteError)
+        interrupt, nonfinite = (exc_type is not None and issubclass(exc_type, e)
+                                for e in (KeyboardInterrupt, NonFiniteError))
         last = self._buffer.last_step(self.history)
         if last is not None and last > self.step:
             self.step = last                     # an interrupt between two lines of log()
@@ -218,8 +214,7 @@ class Monitor:
         return 0.0 if self._started is None else end - self._started
 
     def overhead(self) -> float:
-        """Fraction of the loop's wall time spent inside log/flush/redraw (the one-off
-        start-up, ``startup_seconds``, is excluded: it does not grow with the run)."""
+        """Share of the loop's wall time spent in log/flush/redraw (start-up excluded)."""
         wall = self.elapsed()
         return self._spent / wall if wall > 0 else 0.0
 
@@ -230,8 +225,8 @@ class Monitor:
     def _begin(self, what):
         if self._closed:
             raise RuntimeError(f"{what}: this Monitor ({self.title!r}) was closed at step "
-                               f"{self.step}, so its history is final and nothing more can be "
-                               f"logged; start the next run with a new ctlkit.Monitor(...)")
+                               f"{self.step}, its history is final; start the next run with a "
+                               f"new ctlkit.Monitor(...)")
         if self._started is None:
             self._start()
 
