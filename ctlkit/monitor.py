@@ -14,9 +14,9 @@ key at a redraw, so logging never forces a device sync per step. Inside a ``tf.f
 would run once, while tracing, so it raises there: call it from the Python loop.
 
 Throttle: redraw when ``now - last >= max(every, last_cost / draw_budget)``, ``last_cost`` being
-what the previous redraw cost. A full draw (new axis limits, several blits' cost) follows the
-same rule on its own clock; the curves are clipped at the edge meanwhile. ``overhead()`` says
-what it all cost.
+what the previous redraw cost. At a redraw the sink (``sinks.py``) draws the picture with its own
+plotter, where a full draw (new axis limits, several blits' cost) follows the same rule on its
+own clock. ``overhead()`` says what it all cost.
 
 A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with its step;
 ``stop_on_nonfinite=True`` also ends the run there (one device sync per step). An interrupt ends
@@ -29,7 +29,7 @@ import time
 
 from . import validate
 from .history import History
-from .plotter import Plotter, image_png
+from .plotter import image_png
 from .sigint import SigintNote
 from .sinks import make_sink, status_line
 from .buffer import Buffer
@@ -57,15 +57,12 @@ class Monitor:
                                            low_open=True, high_open=True, example=0.02)
         self.stop_on_nonfinite = validate.flag("stop_on_nonfinite", stop_on_nonfinite)
         self.sink = make_sink(sink)
-        self.plotter = Plotter(title)
-        self._wants_png = bool(getattr(self.sink, "wants_png", False))
         self.history = History()
         self.step = self.redraws = 0
         self.nonfinite, self.interrupted, self.stopped_reason = None, False, None
         self._buffer, self._started, self._ended, self._closed = Buffer(), None, None, False
         self._in_with, self._sigint = False, SigintNote()
         self._last_flush, self._wait = 0.0, self.every   # the last redraw's end; the wait after it
-        self._last_full = self._full_wait = 0.0   # the same for the last full draw (new limits)
         self._spent = self.redraw_seconds = 0.0   # in the monitor in all; the last redraw
         self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up, layout
         self._image = self.picture = None  # what show() was given; PNG bytes of the last shown
@@ -112,7 +109,7 @@ class Monitor:
     def flush(self):
         """Read the buffered values, check them and redraw now (not after close())."""
         if not self._closed:
-            self._redraw(relayout=True)
+            self._redraw()
 
     def show(self, image):
         """A picture beside the curves, redrawn with them: anything ``plotter.image_png`` takes,
@@ -131,24 +128,22 @@ class Monitor:
             if not callable(image):
                 self._image = None               # shown; a function is drawn again each time
 
-    def _redraw(self, relayout=False):
+    @property
+    def plotter(self):
+        """The sink's ``Plotter`` (its draw counters), or None for a sink that draws nothing."""
+        return getattr(self.sink, "plotter", None)
+
+    def _redraw(self):
         t0 = time.perf_counter()
         self._convert()
         self._picture()
-        png, one_off, p = None, 0.0, self.plotter
-        if self._wants_png and self.history.keys():
-            layouts, fulls, d0 = p.layout_changes, p.full_draws, time.perf_counter()
-            # new axis limits (a full draw) by the same rule: its cost / budget after the last
-            relayout = relayout or d0 - self._last_full >= self._full_wait
-            png = p.render(self.history, self.total_steps, relayout=relayout)
-            if p.full_draws != fulls:
-                self._last_full = time.perf_counter()
-                self._full_wait = (self._last_full - d0) / self.draw_budget
-            if p.layout_changes != layouts:      # a new panel or line: one-off, like start-up
-                one_off = time.perf_counter() - d0
-        self.sink.send(self, png)
+        p, d0 = self.plotter, time.perf_counter()
+        layouts = p.layout_changes if p is not None else 0
+        self.sink.send(self)                     # the sink draws and shows
         self.redraws += 1
         self._last_flush = time.perf_counter()
+        # a new panel or line (a layout change) is one-off, like start-up
+        one_off = self._last_flush - d0 if p is not None and p.layout_changes != layouts else 0.0
         cost = self._last_flush - t0 - one_off
         self._wait = max(self.every, cost / self.draw_budget)   # the throttle, whole
         self.redraw_seconds = cost
@@ -167,10 +162,7 @@ class Monitor:
             self._convert()      # may raise for a value it cannot read, after keeping the rest
             self._picture()
         finally:
-            final = getattr(self.sink, "wants_final_png", self._wants_png)
-            png = (self.plotter.render(self.history, self.total_steps)
-                   if self.history.keys() and final else None)
-            self.sink.close(self, png)
+            self.sink.close(self)                # the final picture, drawn by the sink
 
     def __enter__(self):
         if self._in_with and not self._closed:
@@ -233,9 +225,7 @@ class Monitor:
     def _start(self):
         t0 = time.perf_counter()
         if hasattr(self.sink, "start"):
-            self.sink.start(self)
-        if self._wants_png:
-            Plotter.warm_up()
+            self.sink.start(self)                # a widget, a plotter: one-off
         self._started = self._last_flush = time.perf_counter()
         self.startup_seconds = self._started - t0
 

@@ -25,8 +25,11 @@ class Plotter:
 
     _warm = False
 
-    def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400):
+    def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400,
+                 draw_budget: float | None = None):
         self.title, self.dpi, self.max_points = title, dpi, max_points
+        self.draw_budget = draw_budget   # None: new limits at once; else see render()
+        self._last_full = self._full_wait = 0.0   # when the last full draw ended; the wait after it
         self.fig, self.layout, self.axes, self.lines = None, None, {}, {}
         self.builds = self.full_draws = 0
         self.layout_changes = 0          # full draws for a new panel or a new line (one-off)
@@ -110,12 +113,15 @@ class Plotter:
         pad = max(0.25 * (hi - lo), 0.25 * abs(hi)) or 1.0    # 1.0: a series of zeros
         return (lo_x, hi_x, 0.0 if lo >= 0 else lo - pad, hi + pad)
 
-    def render(self, history, x_max: int | None = None, relayout: bool = True) -> bytes:
+    def render(self, history, x_max: int | None = None, relayout: bool | None = None) -> bytes:
         """PNG bytes of ``history``. ``x_max``: the run's last step if known (fixes the x
-        axis). ``relayout=False``: keep the current axis limits even if data left them (they
-        are clipped at the edge) unless the layout itself changed; the monitor passes it when
-        its time budget cannot afford a full draw."""
+        axis). New axis limits need a full draw; ``relayout=None`` allows one at once without a
+        ``draw_budget``, and with one only when the last full draw's cost / ``draw_budget`` has
+        passed since it (the monitor's throttle rule on its own clock; the curves are clipped
+        at the edge meanwhile). ``relayout=True`` / ``False`` allows / refuses it now."""
         t0 = time.perf_counter()
+        if relayout is None:
+            relayout = self.draw_budget is None or t0 - self._last_full >= self._full_wait
         panels = history.panels(self.max_points)
         if not panels:
             return b""
@@ -169,6 +175,8 @@ class Plotter:
         png = _encode_png(canvas.buffer_rgba())
         now = time.perf_counter()
         self.last_seconds, self.last_blit_seconds = now - t0, now - t1
+        if stale and self.draw_budget:
+            self._last_full, self._full_wait = now, (now - t0) / self.draw_budget
         return png
 
 
@@ -181,9 +189,9 @@ def _encode_png(rgba) -> bytes:
     return buf.getvalue()
 
 
-def render_png(history, title: str = "", dpi: int = 72) -> bytes:
-    """One-off drawing of ``history`` to PNG bytes (the monitor keeps a ``Plotter``)."""
-    return Plotter(title, dpi).render(history)
+def render_png(history, title: str = "", dpi: int = 72, x_max: int | None = None) -> bytes:
+    """One-off drawing of ``history`` to PNG bytes (a live sink keeps a ``Plotter``)."""
+    return Plotter(title, dpi).render(history, x_max)
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

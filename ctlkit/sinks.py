@@ -1,10 +1,16 @@
-"""Where the live monitor sends its picture: one small class per output, one ``send()`` each.
+"""Where the live monitor shows a run: one small class per output, one ``send()`` each.
 
-* ``WidgetSink``: an ``ipywidgets.Image`` (PNG from matplotlib's Agg backend) and an HTML
-  progress line, updated from the training loop's own thread, so it refreshes while the
-  cell is busy in JupyterLab, Notebook, VS Code and Colab. Only APIs common to
-  ipywidgets 7 and 8 are used. At the end the widget is replaced by a static PNG, so a
-  saved notebook and GitHub's preview still show the curves.
+A sink is any object with ``send(monitor)`` (show the run now: the monitor calls it at each
+redraw) and ``close(monitor)`` (show the final state), and optionally ``start(monitor)`` (once,
+before the first step) and a ``plotter`` (a ``ctlkit.plotter.Plotter``: the monitor reads its
+counters). Each sink reads what it needs from the monitor (``history``, ``status_line()``,
+``picture``) and draws it itself, as livelossplot's outputs do.
+
+* ``WidgetSink``: an ``ipywidgets.Image`` drawn by its own ``Plotter`` (matplotlib's Agg
+  backend) and an HTML progress line, updated from the training loop's own thread, so it
+  refreshes while the cell is busy in JupyterLab, Notebook, VS Code and Colab. Only APIs common
+  to ipywidgets 7 and 8 are used. At the end the widget is replaced by a static PNG, so a saved
+  notebook and GitHub's preview still show the curves.
 * ``TextSink``: one compact line for terminals, scripts and CI logs; a final PNG when
   running inside IPython.
 * ``NullSink``: nothing (tests, timing baselines).
@@ -14,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+from .plotter import Plotter, render_png
 
 
 def status_line(monitor, final: bool = False) -> str:
@@ -55,25 +63,18 @@ def _display_final(png: bytes) -> None:
 class NullSink:
     """Shows nothing. ``Monitor(sink="null")``."""
 
-    wants_png = False        # PNGs while training
-    wants_final_png = False  # one PNG at close()
-
     def start(self, monitor):
         pass
 
-    def send(self, monitor, png):
+    def send(self, monitor):
         pass
 
-    def close(self, monitor, png):
+    def close(self, monitor):
         pass
 
 
 class TextSink(NullSink):
     """A compact progress line; in place on a terminal, one line per ``every`` s in a log."""
-
-    @property
-    def wants_final_png(self):  # a final figure is shown only inside IPython
-        return _in_kernel()
 
     def __init__(self, every: float | None = None, stream=None):
         self.stream = stream or sys.stdout
@@ -81,25 +82,24 @@ class TextSink(NullSink):
         self.every = every if every is not None else (0.5 if tty else 5.0)
         self.tty, self._last = tty, -1e9
 
-    def send(self, monitor, png):
+    def send(self, monitor):
         now = time.monotonic()
         if now - self._last >= self.every:
             self._last = now
             end = "\r" if self.tty else "\n"
             print(monitor.status_line(), end=end, file=self.stream, flush=True)
 
-    def close(self, monitor, png):
+    def close(self, monitor):
         print(monitor.status_line(final=True), file=self.stream, flush=True)
-        if png is not None:
-            _display_final(png)
-        if png is not None and monitor.picture is not None:
-            _display_final(monitor.picture)
+        if _in_kernel() and monitor.history.keys():        # a final figure inside IPython
+            _display_final(render_png(monitor.history, monitor.title, x_max=monitor.total_steps))
+            if monitor.picture is not None:
+                _display_final(monitor.picture)
 
 
 class WidgetSink(NullSink):
-    """An image widget and a progress line that update while the cell runs."""
-
-    wants_png = wants_final_png = True
+    """An image widget, drawn by the sink's own plotter, and a progress line, updated while
+    the cell runs."""
 
     def __init__(self):
         import ipywidgets as widgets  # ipywidgets 7.7 and 8 both have these
@@ -109,11 +109,14 @@ class WidgetSink(NullSink):
         self.image = widgets.Image(format="png")
         self.picture = None              # Monitor.show()'s picture, beside the curves, once used
         self.box = widgets.VBox([self.label, widgets.HBox([self.image])])
-        self.handle = None
+        self.handle = self.plotter = None
 
     def start(self, monitor):
         from IPython.display import display
 
+        # Full draws (new axis limits) follow the monitor's throttle rule on their own clock.
+        self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
+        Plotter.warm_up()                # matplotlib's fonts: one-off, counted as start-up
         self.label.value = self._html(monitor)
         # Publish the widget's view ourselves: ipywidgets 7 displays a widget through
         # _ipython_display_, which drops display_id, so the final update would target nothing.
@@ -129,10 +132,10 @@ class WidgetSink(NullSink):
                if frac is not None else "")
         return f"<span style='font-family:monospace'>{bar}{monitor.status_line(final)}</span>"
 
-    def send(self, monitor, png):
+    def send(self, monitor):
         self.label.value = self._html(monitor)
-        if png is not None:
-            self.image.value = png
+        if monitor.history.keys():
+            self.image.value = self.plotter.render(monitor.history, monitor.total_steps)
         if monitor.picture is not None:
             if self.picture is None:             # the first picture: make room for it
                 self.picture = self.widgets.Image(format="png")
@@ -140,9 +143,11 @@ class WidgetSink(NullSink):
             if self.picture.value != monitor.picture:
                 self.picture.value = monitor.picture
 
-    def close(self, monitor, png):
+    def close(self, monitor):
         from IPython.display import HTML, Image, display
 
+        png = (self.plotter.render(monitor.history, monitor.total_steps, relayout=True)
+               if self.plotter is not None and monitor.history.keys() else None)
         if self.handle is not None and png is not None:
             self.handle.update(Image(png))  # the static figure takes the widget's place
             self.box.close()
@@ -153,13 +158,14 @@ class WidgetSink(NullSink):
 
 def make_sink(kind: str = "auto"):
     """'auto' picks the widget sink in a Jupyter kernel with ipywidgets, else text.
-    The environment variable CTLKIT_MONITOR=widget|text|null overrides 'auto'."""
+    The environment variable CTLKIT_MONITOR=widget|text|null overrides 'auto'. An object
+    with ``send(monitor)`` and ``close(monitor)`` is a sink of your own (module docstring)."""
     kinds = ("auto", "widget", "text", "null")
     if not isinstance(kind, str) or kind not in kinds:
         if hasattr(kind, "send") and hasattr(kind, "close"):
             return kind  # a sink object of the learner's own
-        raise ValueError(f"sink must be one of {kinds} or an object with send() and close(), "
-                         f"got {kind!r}")
+        raise ValueError(f"sink must be one of {kinds} or an object with send(monitor) and "
+                         f"close(monitor), got {kind!r}")
     if kind == "auto":
         kind = os.environ.get("CTLKIT_MONITOR", "").strip() or "auto"
         if kind not in kinds:

@@ -1,10 +1,11 @@
-"""Shared by the monitor's test files (test_monitor, test_history, test_plotter, test_sinks):
-small fakes and a ready-made history."""
+"""Shared by the monitor's test files (test_monitor, test_values, test_buffer, test_history,
+test_plotter, test_sinks): small fakes and a ready-made history."""
 import struct
 
 import numpy as np
 
 from ctlkit.history import History
+from ctlkit.plotter import Plotter
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -24,22 +25,31 @@ class FakeHandle:
 
 
 class RecordingSink:
-    """A learner-style sink object: records every call."""
+    """A learner-style sink object: records every call; with ``draws=True`` it keeps a plotter
+    (as the widget sink does) and records the PNG of every redraw and of the final picture."""
 
-    def __init__(self, wants_png=False):
-        self.wants_png = wants_png
+    def __init__(self, draws=False):
+        self.draws, self.plotter = draws, None
         self.calls, self.pngs = [], []
 
     def start(self, monitor):
         self.calls.append("start")
+        if self.draws:
+            self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
+            Plotter.warm_up()                   # as the widget sink does: start-up, not overhead
 
-    def send(self, monitor, png):
+    def _png(self, monitor, relayout=None):
+        if self.plotter is None or not monitor.history.keys():
+            return None
+        return self.plotter.render(monitor.history, monitor.total_steps, relayout=relayout)
+
+    def send(self, monitor):
         self.calls.append("send")
-        self.pngs.append(png)
+        self.pngs.append(self._png(monitor))
 
-    def close(self, monitor, png):
+    def close(self, monitor):
         self.calls.append("close")
-        self.pngs.append(png)
+        self.pngs.append(self._png(monitor, relayout=True))
 
 
 class Probe:

@@ -119,6 +119,40 @@ def test_without_relayout_the_limits_stay_and_the_picture_still_updates():
     assert p.full_draws == 2 and p.limits["loss"][3] > 40.0
 
 
+def test_with_a_draw_budget_new_limits_wait_the_last_full_draws_cost_over_it(monkeypatch):
+    # the monitor's rule on the plotter's own clock: after a full draw that cost c, data that
+    # leave the axes are clipped at the edge until c / draw_budget has passed
+    clock = [100.0]
+    monkeypatch.setattr("ctlkit.plotter.time.perf_counter", lambda: clock[0])
+    h = history(20, epochs=False)
+    p = Plotter(draw_budget=0.1)
+    p.render(h, x_max=100)                 # the first full draw; with the fake clock it cost 0 s,
+    assert p.full_draws == 1               # so pretend it cost 0.2 s: the wait is 2 s
+    p._full_wait = 0.2 / p.draw_budget
+    h.add(21, {"loss": 40.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    clock[0] += 1.9
+    p.render(h, x_max=100)                 # 1.9 s after: a blit, the new point clipped
+    assert p.full_draws == 1 and p.limits["loss"][3] < 40.0
+    p.render(h, x_max=100, relayout=True)  # asked for: a full draw at once (the final picture)
+    assert p.full_draws == 2 and p.limits["loss"][3] > 40.0
+    h.add(22, {"loss": 90.0, "grad_norm": 1.0, "layer/dense": 1.0, "layer/out": 1.0})
+    clock[0] += 0.1
+    p._full_wait = 1.0
+    p.render(h, x_max=100)
+    assert p.full_draws == 2               # 0.1 s after the last full draw: not yet
+    clock[0] += 1.0
+    p.render(h, x_max=100)
+    assert p.full_draws == 3 and p.limits["loss"][3] > 90.0   # 1.1 s after: its turn
+
+
+def test_a_full_draw_sets_the_wait_from_its_own_cost():
+    h = history(20, epochs=False)
+    p = Plotter(draw_budget=0.02)
+    p.render(h)
+    assert p.full_draws == 1 and p._full_wait == pytest.approx(p.last_seconds / 0.02)
+    assert Plotter().render(h) and Plotter()._full_wait == 0.0   # no budget: no wait
+
+
 def test_a_constant_series_gets_a_readable_axis():
     h = History()
     for i in range(1, 10):
@@ -142,40 +176,6 @@ def test_render_tolerates_nan_and_nonpositive_gradient_norms():
     for i in range(1, 50):
         h.add(i, {"loss": float("nan") if i == 25 else 1.0 / i, "grad_norm": 0.0 if i < 3 else i})
     assert render_png(h)[:8] == PNG_MAGIC
-
-
-def test_decimation_keeps_spikes_first_and_last_points():
-    n = 200_000
-    loss = np.ones(n)
-    loss[123_456], loss[77_777], loss[5] = 50.0, 1e-3, np.nan
-    h = History()
-    h.extend(list(range(1, n + 1)), {"loss": loss})
-    (_, series), = h.panels(400)
-    _, steps, values, _ = series[0]
-    assert len(steps) <= 400 and steps[0] == 1 and steps[-1] == n
-    assert np.nanmax(values) == 50.0 and steps[np.nanargmax(values)] == 123_457
-    assert np.nanmin(values) == 1e-3 and steps[np.nanargmin(values)] == 77_778
-    assert (np.diff(steps) > 0).all()
-    _, s_steps, smoothed, _ = series[1]
-    assert np.isfinite(smoothed).all()    # the NaN is left out of the mean, not spread
-
-
-def test_incremental_decimation_equals_one_made_at_once():
-    rng = np.random.default_rng(1)
-    values = rng.standard_normal(30_000)
-    values[rng.integers(0, 30_000, 50)] = np.nan
-    grown, whole = History(), History()
-    whole.extend(list(range(30_000)), {"loss": values})
-    for start in range(0, 30_000, 997):   # as the monitor does: a redraw after each batch
-        end = min(start + 997, 30_000)
-        grown.extend(list(range(start, end)), {"loss": values[start:end]})
-        grown.panels(400)
-    (_, [raw_a, mean_a]), = grown.panels(400)
-    (_, [raw_b, mean_b]), = whole.panels(400)
-    for a, b in zip(raw_a[1:3], raw_b[1:3]):    # the same points
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(mean_a[1], mean_b[1])
-    np.testing.assert_allclose(mean_a[2], mean_b[2], rtol=1e-9)  # sums added in another order
 
 
 # -- image_png: what Monitor.show accepts -------------------------------------------------------

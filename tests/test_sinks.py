@@ -91,7 +91,7 @@ def test_text_sink_line_per_flush_and_tty_in_place():
     tty = Tty()
     sink = TextSink(stream=tty)
     assert sink.every == 0.5 and TextSink(stream=io.StringIO()).every == 5.0
-    sink.send(m, None)
+    sink.send(m)
     assert tty.getvalue().endswith("\r")
 
 
@@ -106,14 +106,15 @@ def test_text_sink_throttles_its_own_lines():
 
 def test_text_sink_final_png_only_in_a_kernel(monkeypatch, fake_display):
     shown, _ = fake_display
-    png = render_png(history(5))
     m = Monitor(sink="null")
-    TextSink(stream=io.StringIO()).close(m, png)
+    TextSink(stream=io.StringIO()).close(m)                 # nothing logged: no figure
+    m.history = history(5)
+    TextSink(stream=io.StringIO()).close(m)                 # not in a kernel: no figure
     assert shown == []
     monkeypatch.setattr(sinks, "_in_kernel", lambda: True)
-    TextSink(stream=io.StringIO()).close(m, png)
+    TextSink(stream=io.StringIO()).close(m)
     assert len(shown) == 1 and isinstance(shown[0], IPython.display.Image)
-    assert shown[0].data == png
+    assert shown[0].data == render_png(m.history, m.title)  # the whole history, drawn once
 
 
 def test_widget_sink_start_send_close(fake_display):
@@ -125,18 +126,21 @@ def test_widget_sink_start_send_close(fake_display):
     assert len(shown) == 1 and shown[0][view]["model_id"] == sink.box.model_id and len(handles) == 1
     assert "<progress value='0.000'" in sink.label.value and "step 0/10" in sink.label.value
 
-    png = render_png(history(10))
-    m.step = 5
-    sink.send(m, png)
-    assert sink.image.value == png
+    assert sink.plotter is not None and sink.plotter.draw_budget == m.draw_budget
+    m.step = 3
+    sink.send(m)                # nothing logged yet: a text-only update, no picture
+    assert sink.image.value == b"" and "step 3/10" in sink.label.value
+    m.history, m.step = history(10), 5
+    sink.send(m)                # the sink draws the history with its own plotter
+    png = sink.image.value
+    assert png == render_png(m.history, m.title, x_max=10) and sink.plotter.full_draws == 1
     assert "<progress value='0.500'" in sink.label.value and "step 5/10" in sink.label.value
-    sink.send(m, None)  # a text-only update keeps the picture
-    assert sink.image.value == png
 
-    final = render_png(history(12))
-    sink.close(m, final)
+    m.history = history(12)
+    sink.close(m)               # the final picture, with every step, takes the widget's place
     (update,) = handles[0].updates
-    assert isinstance(update, IPython.display.Image) and update.data == final
+    assert isinstance(update, IPython.display.Image)
+    assert update.data.startswith(b"\x89PNG") and update.data != png
     assert sink.box.comm is None  # the live widget is closed
     assert isinstance(shown[-1], IPython.display.HTML) and "step 5/10" in shown[-1].data
 
@@ -146,5 +150,5 @@ def test_widget_sink_close_without_picture_keeps_widget(fake_display):
     m = Monitor(sink="null")
     sink = WidgetSink()
     sink.start(m)
-    sink.close(m, None)
+    sink.close(m)               # nothing was logged: the widget stays, with its last line
     assert handles[0].updates == []

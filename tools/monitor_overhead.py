@@ -24,7 +24,23 @@ print("ctlkit from", ctlkit.__file__)
 
 
 class RenderSink(NullSink):
-    wants_png = True                    # renders the PNGs a widget would show
+    """Draws the PNGs a widget would show, without a widget. ctlkit up to 57e51bb drew them in the
+    monitor for a sink that says ``wants_png``; later the sink draws them with its own plotter."""
+    wants_png = True
+    plotter = None
+
+    def start(self, monitor):
+        if not hasattr(monitor, "_wants_png"):               # the sink draws
+            from ctlkit.plotter import Plotter
+            self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
+            Plotter.warm_up()
+
+    def send(self, monitor, png=None):
+        if self.plotter is not None and monitor.history.keys():
+            self.plotter.render(monitor.history, monitor.total_steps)
+
+    def close(self, monitor, png=None):
+        pass
 
 
 splits = data.load("digits", batch_size=32)
