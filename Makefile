@@ -102,7 +102,7 @@ bench: $(STAMP)
 	    $(VENV)/bin/jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=3600 \
 	    --output-dir notebooks/runs notebooks/12_performance_lab.ipynb
 	$(VENV)/bin/jupyter nbconvert --to markdown notebooks/runs/12_performance_lab.ipynb
-	@grep -A14 "^variant " notebooks/runs/12_performance_lab.md
+	@grep -A14 "^ *variant  *examples/s" notebooks/runs/12_performance_lab.md
 	@echo "every number of the run: notebooks/runs/12_performance_lab.md (and .ipynb)"
 
 # stdlib only: no venv needed
