@@ -7,9 +7,9 @@ new step against it. Importing it has no side effects.
 """
 from . import checks, data, exercises, grads, memory, runtime, steps, tracing
 from .monitor import Monitor, NonFiniteError
-from .runtime import Budget, Runtime, budget, setup
+from .runtime import Budget, Runtime, budget, run_seed, setup
 
 __version__ = "0.1.0"
-__all__ = ["setup", "budget", "Budget", "Runtime", "Monitor", "NonFiniteError",
+__all__ = ["setup", "run_seed", "budget", "Budget", "Runtime", "Monitor", "NonFiniteError",
            "data", "grads", "checks", "exercises", "memory", "runtime", "steps", "tracing",
            "__version__"]

@@ -26,7 +26,7 @@ import tensorflow as tf
 import keras
 
 from . import validate
-from .runtime import gpu_compute_capability, recommend_policy
+from .runtime import gpu_compute_capability, recommend_policy, run_seed
 
 MEMORY = {True: "TF allocator peak on GPU:0", False: "peak RSS of the process (TF and data "
             "included); +MB: the most it rose above the RSS at an epoch's start"}
@@ -40,9 +40,10 @@ class Task:
     random on a 28x28 canvas, scaled and noised (offline, learnable); test images come from
     digits the training set never saw. ``build()`` makes the model."""
 
-    def __init__(self, examples: int = 20000, test_examples: int = 2000, seed: int = 0):
+    def __init__(self, examples: int = 20000, test_examples: int = 2000, seed: int | None = None):
         from sklearn.datasets import load_digits
 
+        seed = run_seed() if seed is None else validate.seed(seed)
         d, rng = load_digits(), np.random.default_rng(seed)
         big = tf.image.resize(d.images[..., None] / 16.0, (20, 20)).numpy()[..., 0]
 

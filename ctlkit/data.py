@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from . import validate
-from .runtime import budget
+from .runtime import budget, run_seed
 
 DATASETS = ("digits", "mnist", "fashion_mnist")
 IMAGES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "brick", "grass",
@@ -143,9 +143,11 @@ def _check_fraction(arg, value):
 
 def load(name: str = "digits", *, batch_size: int = 64, val_fraction: float = 0.1,
          test_fraction: float = 0.2, flatten: bool = False, max_examples: int | None = None,
-         seed: int = 0, fallback: bool = True) -> Splits:
+         seed: int | None = None, fallback: bool = True) -> Splits:
     """Stratified train/val/test splits as batched ``tf.data`` pipelines.
 
+    seed:         the splits and the shuffle order; None: the run's seed (``ctlkit.run_seed()``,
+                  ``CTLKIT_SEED`` or 0), so another run seed gives other splits.
     flatten:      give vectors (n, 64) instead of images (n, 8, 8, 1).
     max_examples: use at most this many examples (quick mode caps it further).
     """
@@ -157,7 +159,7 @@ def load(name: str = "digits", *, batch_size: int = 64, val_fraction: float = 0.
     test_fraction = _check_fraction("test_fraction", test_fraction)
     if max_examples is not None:
         max_examples = validate.positive_int("max_examples", max_examples, example=1000)
-    seed = validate.seed(seed)
+    seed = run_seed() if seed is None else validate.seed(seed)
     flatten, fallback = validate.flag("flatten", flatten), validate.flag("fallback", fallback)
     x, y, source = arrays(name, fallback=fallback)
     loaded = "digits" if source.startswith("scikit") else name

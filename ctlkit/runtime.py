@@ -12,6 +12,7 @@ Nothing here runs at import time: the first call to ``setup()`` does the work.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import sys
 
@@ -21,6 +22,8 @@ from . import memory, validate
 from .devices import find_tpu, gpu_compute_capability, recommend_policy  # noqa: F401 (public here too)
 
 QUICK_ENV = "CTLKIT_QUICK"
+SEED_ENV = "CTLKIT_SEED"
+RUN_SEED_MAX = 1_000_000   # room for derived seeds (SEED + k, SEED * 1000 + k) below 2**32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,27 @@ def budget() -> Budget:
     return Budget.from_env()
 
 
+def run_seed() -> int:
+    """The run's seed: ``CTLKIT_SEED`` if set, else 0 (re-read from the environment on each call).
+
+    ``setup()`` without a seed uses it, and a notebook derives every other seed from
+    ``rt.seed`` (``SEED + 1``, ...), so ``CTLKIT_SEED=3`` changes every random choice of a run:
+    initial weights, data order, augmentations, noise, environment resets.
+    """
+    raw = os.environ.get(SEED_ENV)
+    if raw is None or not raw.strip():
+        return 0
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= RUN_SEED_MAX:
+        raise ValueError(f"environment variable {SEED_ENV}={raw!r} is not a run seed: set it to "
+                         f"an integer in [0, {RUN_SEED_MAX}] (e.g. {SEED_ENV}=3), or unset it "
+                         f"for seed 0")
+    return value
+
+
 @dataclasses.dataclass
 class Runtime:
     """What ``setup()`` found. ``strategy`` is always usable: ``with rt.strategy.scope(): ...``."""
@@ -83,6 +107,7 @@ class Runtime:
     quick: bool
     versions: dict
     memory_stats: bool = False     # allocator statistics available on the device (ctlkit.memory)
+    seed_source: str = ""          # " (CTLKIT_SEED)" when the seed came from the environment
 
     @property
     def replicas(self) -> int:
@@ -94,7 +119,7 @@ class Runtime:
             f"TensorFlow {v['tensorflow']} · Keras {v['keras']} · Python {v['python']}",
             f"device: {self.kind} ({', '.join(self.devices)}) · strategy: "
             f"{type(self.strategy).__name__} · replicas: {self.replicas}",
-            f"recommended precision policy: {self.policy} · seed: {self.seed} · "
+            f"recommended precision policy: {self.policy} · seed: {self.seed}{self.seed_source} · "
             f"deterministic ops: {self.deterministic} · quick mode: {self.quick} · "
             f"memory stats: {'on' if self.memory_stats else 'off'}",
         ]
@@ -150,11 +175,12 @@ def split_cpu(n: int) -> None:
             f"ctlkit.setup(cpu_replicas={n}) before anything else touches TensorFlow.") from e
 
 
-def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
+def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = True,
           cpu_replicas: int | None = None, memory_stats: bool = True) -> Runtime:
     """Seed everything, pick the strategy and recommend a precision policy.
 
-    seed:          seeds Python, NumPy and TensorFlow.
+    seed:          seeds Python, NumPy and TensorFlow. None (the default): the run's seed,
+                   ``CTLKIT_SEED`` or 0 (``run_seed()``); a seed given here wins over it.
     deterministic: also call ``tf.config.experimental.enable_op_determinism()`` (slower on
                    GPU, needed for bit-identical reruns there).
     verbose:       print the summary.
@@ -170,7 +196,8 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
     deterministic = validate.flag("deterministic", deterministic)
     memory_stats = validate.flag("memory_stats", memory_stats)
     verbose = validate.flag("verbose", verbose)
-    seed = validate.seed(seed)
+    from_env = seed is None and bool(os.environ.get(SEED_ENV, "").strip())
+    seed = run_seed() if seed is None else validate.seed(seed)
     if cpu_replicas is not None:
         cpu_replicas = validate.positive_int("cpu_replicas", cpu_replicas, example=2)
     if memory_stats:
@@ -208,7 +235,8 @@ def setup(seed: int = 0, deterministic: bool = False, verbose: bool = True,
 
     rt = Runtime(kind=kind, strategy=strategy, policy=policy, devices=devices, seed=int(seed),
                  deterministic=deterministic, quick=budget().quick, versions=versions(),
-                 memory_stats=_has_memory_stats(devices[0]))
+                 memory_stats=_has_memory_stats(devices[0]),
+                 seed_source=f" ({SEED_ENV})" if from_env else "")
     if verbose:
         print(rt.summary())
     return rt

@@ -1,4 +1,4 @@
-"""Fixtures for tests/: no CTLKIT_MONITOR from the environment, and a fake IPython display."""
+"""Fixtures for tests/: no CTLKIT_MONITOR or CTLKIT_SEED from the environment, and a fake IPython display."""
 import IPython
 import IPython.display
 import pytest
@@ -9,6 +9,7 @@ from monitor_helpers import FakeHandle
 @pytest.fixture(autouse=True)
 def no_monitor_env(monkeypatch):
     monkeypatch.delenv("CTLKIT_MONITOR", raising=False)
+    monkeypatch.delenv("CTLKIT_SEED", raising=False)   # unit tests run at the default seed
 
 
 @pytest.fixture

@@ -173,10 +173,19 @@ def test_max_examples_too_small_to_stratify(tiny):
         data.load("digits", max_examples=tiny)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, np.int64(-1)])
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", np.int64(-1)])
 def test_bad_seed(bad):
     with pytest.raises((TypeError, ValueError), match=r"seed must be a non-negative int"):
         data.load("digits", seed=bad)
+
+
+def test_the_splits_follow_the_run_seed_unless_a_seed_is_given(monkeypatch):
+    monkeypatch.setenv("CTLKIT_SEED", "0")
+    first = data.load("digits").y_test
+    np.testing.assert_array_equal(first, data.load("digits", seed=0).y_test)
+    monkeypatch.setenv("CTLKIT_SEED", "5")
+    assert not np.array_equal(first, data.load("digits").y_test)     # another run seed, other splits
+    np.testing.assert_array_equal(first, data.load("digits", seed=0).y_test)   # a given seed wins
 
 
 # -- mnist / fashion_mnist when offline ----------------------------------------------------------

@@ -10,7 +10,7 @@ import tensorflow as tf
 import keras
 
 from ctlkit import runtime
-from ctlkit.runtime import Budget, budget, recommend_policy, setup
+from ctlkit.runtime import Budget, budget, recommend_policy, run_seed, setup
 
 
 # -- Budget ------------------------------------------------------------------------------------
@@ -143,10 +143,46 @@ def test_setup_different_seed_differs():
         assert not np.array_equal(x, y)
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, "0", None, True, np.int64(-3), [0]])
+@pytest.mark.parametrize("bad", [-1, 1.5, "0", True, np.int64(-3), [0]])
 def test_setup_rejects_bad_seed(bad):
     with pytest.raises((TypeError, ValueError), match=r"seed must be a non-negative int"):
         setup(seed=bad, verbose=False)
+
+
+# -- the run's seed: CTLKIT_SEED ---------------------------------------------------------------
+def test_run_seed_is_zero_when_ctlkit_seed_is_unset_or_empty(monkeypatch):
+    monkeypatch.delenv("CTLKIT_SEED", raising=False)
+    assert run_seed() == 0 and setup(verbose=False).seed == 0
+    monkeypatch.setenv("CTLKIT_SEED", "  ")
+    assert run_seed() == 0
+
+
+def test_setup_without_a_seed_takes_ctlkit_seed_and_says_so(monkeypatch):
+    monkeypatch.setenv("CTLKIT_SEED", "3")
+    rt = setup(verbose=False)
+    assert rt.seed == 3 and "seed: 3 (CTLKIT_SEED)" in rt.summary()
+    a = _draws()
+    setup(seed=3, verbose=False)                  # the same draws as an explicit seed 3
+    for x, y in zip(a, _draws()):
+        np.testing.assert_array_equal(x, y)
+    monkeypatch.setenv("CTLKIT_SEED", "4")
+    setup(verbose=False)
+    assert not np.array_equal(a[0], _draws()[0])  # another run seed, other draws
+
+
+def test_an_explicit_seed_wins_over_ctlkit_seed(monkeypatch):
+    monkeypatch.setenv("CTLKIT_SEED", "3")
+    rt = setup(seed=5, verbose=False)
+    assert rt.seed == 5 and "CTLKIT_SEED" not in rt.summary()
+
+
+@pytest.mark.parametrize("bad", ["x", "-1", "1.5", "1000001", "0x10"])
+def test_a_bad_ctlkit_seed_is_an_error_naming_the_variable_and_the_fix(monkeypatch, bad):
+    monkeypatch.setenv("CTLKIT_SEED", bad)
+    with pytest.raises(ValueError, match=r"CTLKIT_SEED=.* is not a run seed: set it to an integer in \[0, 1000000\]"):
+        run_seed()
+    with pytest.raises(ValueError, match=r"CTLKIT_SEED"):
+        setup(verbose=False)
 
 
 @pytest.mark.parametrize("seed", [np.int64(5), tf.constant(5), np.array(5)])

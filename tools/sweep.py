@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Run the notebooks under several run seeds and say which cells broke under which seeds.
+
+    python tools/sweep.py --seeds "1 2 3 4 5"                    # every notebook, quick mode
+    python tools/sweep.py --seeds "1 2 3" --mode full notebooks/07_gan.ipynb
+    python tools/sweep.py --seeds 1 --hog                        # with one core kept busy
+
+``make sweep SEEDS="1 2 3 4 5" MODE=quick`` runs this in a stack's venv. Each seed is one nbval run
+with ``CTLKIT_SEED=<seed>`` (``ctlkit.setup()`` reads it; every seed in a notebook derives from it)
+and ``CTLKIT_QUICK`` set by the mode. ``--hog`` keeps one core busy with a spinning process for the
+whole run: what a learner's laptop with a browser and a video call open looks like to the notebooks'
+timing asserts.
+
+At the end it prints, per notebook, its seconds under each seed, then every failing cell with the
+seeds that broke it and the line that failed, and exits 1 if any cell failed. A JSON record of the
+whole sweep goes to ``notebooks/runs/sweep-<mode>.json`` (git-ignored).
+Run it with the venv's python (the stack under test): nbval runs the kernels in that environment.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def cpu_hog(on: bool):
+    """A process spinning on one core while the block runs (nothing when ``on`` is False)."""
+    if not on:
+        yield None
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield hog
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def failing_line(message: str) -> str:
+    """The most telling line of an nbval failure: the assert or error that stopped the cell."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in message.splitlines()]
+    for pattern in (r"^-*>\s*\d+\s+assert\b", r"^\w*(Error|Exception)\b.*", r"\bassert\b"):
+        hits = [ln for ln in lines if re.search(pattern, ln)]
+        if hits:
+            return re.sub(r"^-*>\s*\d+\s+", "", hits[-1])[:160]
+    return next((ln for ln in reversed(lines) if ln), "")[:160]
+
+
+def run_seed(seed: int, mode: str, notebooks: list[str], hog: bool, extra: list[str]) -> dict:
+    """One nbval run under ``seed``: {"seconds": {notebook: s}, "failures": {(nb, cell): line}}."""
+    env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
+               MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q",
+               "-p", "no:cacheprovider", f"--junitxml={report}", *extra, *notebooks]
+        print(f"== seed {seed}, {mode} mode{', CPU hog on one core' if hog else ''}: "
+              f"{' '.join(cmd[2:])}", flush=True)
+        start = time.monotonic()
+        with cpu_hog(hog):
+            rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        wall = time.monotonic() - start
+        if not report.exists():
+            return {"rc": rc, "wall": wall, "seconds": {}, "failures": {("(pytest)", "-"): f"exit {rc}"}}
+        seconds, failures = collections.defaultdict(float), {}
+        for case in ET.parse(report).getroot().iter("testcase"):
+            nb = re.sub(r"\.ipynb$", "", case.get("classname", "?").split(".", 1)[-1])
+            seconds[nb] += float(case.get("time", 0))
+            for bad in list(case.iter("failure")) + list(case.iter("error")):
+                text = (bad.get("message") or "") + "\n" + (bad.text or "")
+                failures[(nb, case.get("name", "?"))] = failing_line(text)
+    return {"rc": rc, "wall": wall, "seconds": dict(seconds), "failures": failures}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", required=True, help='run seeds, e.g. "1 2 3" or 1,2,3')
+    parser.add_argument("--mode", choices=("quick", "full"), default="quick")
+    parser.add_argument("--hog", action="store_true", help="keep one core busy meanwhile")
+    parser.add_argument("--out", type=Path, default=None, help="where the JSON record goes")
+    parser.add_argument("notebooks", nargs="*", help="notebooks (default: notebooks/[0-9]*.ipynb)")
+    args, extra = parser.parse_known_args(argv)
+    words = args.seeds.replace(",", " ").split()
+    bad = [w for w in words if not (w.isdigit() and int(w) <= 1_000_000)]
+    if bad or not words:
+        parser.error(f"--seeds must be integers in [0, 1000000] (as CTLKIT_SEED), got "
+                     f"{args.seeds!r}; pass e.g. --seeds \"1 2 3\"")
+    args.seeds = [int(w) for w in words]
+    notebooks = args.notebooks or sorted(str(p.relative_to(ROOT))
+                                         for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [n for n in notebooks if not (ROOT / n).exists() and not Path(n).exists()]
+    if missing:
+        parser.error(f"no such notebook: {missing}; pass paths such as notebooks/07_gan.ipynb")
+
+    runs = {seed: run_seed(seed, args.mode, notebooks, args.hog, extra) for seed in args.seeds}
+
+    names = sorted({nb for r in runs.values() for nb in r["seconds"]})
+    print(f"\n== sweep, {args.mode} mode{' under a CPU hog' if args.hog else ''}: "
+          f"seconds per notebook and seed")
+    print(f"{'notebook':<36}" + "".join(f"{'seed ' + str(s):>10}" for s in runs))
+    for nb in names:
+        print(f"{nb:<36}" + "".join(f"{r['seconds'].get(nb, 0):10.1f}" for r in runs.values()))
+    print(f"{'wall clock':<36}" + "".join(f"{r['wall']:10.1f}" for r in runs.values()))
+
+    broken = collections.defaultdict(dict)
+    for seed, r in runs.items():
+        for key, line in r["failures"].items():
+            broken[key][seed] = line
+    if broken:
+        print(f"\n== {len(broken)} failing cell(s)")
+        for (nb, cell), by_seed in sorted(broken.items()):
+            print(f"{nb} {cell}: broke under seed(s) {sorted(by_seed)}")
+            for seed, line in sorted(by_seed.items()):
+                print(f"    seed {seed}: {line}")
+    else:
+        print(f"\n== every cell passed under seeds {list(runs)} ({args.mode} mode)")
+    out = args.out or ROOT / "notebooks" / "runs" / f"sweep-{args.mode}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"mode": args.mode, "hog": args.hog, "seeds": {
+        str(s): {"wall": r["wall"], "rc": r["rc"], "seconds": r["seconds"],
+                 "failures": {f"{nb} {cell}": line for (nb, cell), line in r["failures"].items()}}
+        for s, r in runs.items()}}, indent=1) + "\n", encoding="utf-8")
+    print(f"record: {out}")
+    return 1 if broken or any(r["rc"] for r in runs.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
