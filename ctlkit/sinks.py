@@ -10,17 +10,25 @@ counters). Each sink reads what it needs from the monitor (``history``, ``status
   backend) and an HTML progress line, updated from the training loop's own thread, so it
   refreshes while the cell is busy in JupyterLab, Notebook, VS Code and Colab. Only APIs common
   to ipywidgets 7 and 8 are used. At the end the widget is replaced by a static PNG, so a saved
-  notebook and GitHub's preview still show the curves.
+  notebook and GitHub's preview still show the curves. It sends at most ``max_fps`` frames
+  (picture and line) a second, whatever the monitor's settings: a redraw sooner than that is drawn
+  (its cost is the monitor's to count) and its frame is replaced by the next one. Each frame is
+  two or three kernel messages, and a client that reads a cell's messages only once the cell has
+  finished (nbval, other test runners) gets them through ZeroMQ queues of about 1000 messages on
+  each side; a monitor redrawing 100 times a second overflows them within ten seconds, and what
+  is dropped then includes the cell's own printed output and the "cell finished" message.
 * ``TextSink``: one compact line for terminals, scripts and CI logs; a final PNG when
   running inside IPython.
 * ``NullSink``: nothing (tests, timing baselines).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 
+from . import validate
 from .plotter import Plotter, render_png
 
 
@@ -101,9 +109,12 @@ class WidgetSink(NullSink):
     """An image widget, drawn by the sink's own plotter, and a progress line, updated while
     the cell runs."""
 
-    def __init__(self):
+    def __init__(self, max_fps: float = 5.0):
         import ipywidgets as widgets  # ipywidgets 7.7 and 8 both have these
 
+        self.max_fps = validate.number("max_fps", max_fps, low=0, low_open=True, example=5.0)
+        self.frames = 0                  # frames sent (the monitor's redraws may be more)
+        self._sent_at = -math.inf
         self.widgets = widgets
         self.label = widgets.HTML(value="")
         self.image = widgets.Image(format="png")
@@ -133,9 +144,15 @@ class WidgetSink(NullSink):
         return f"<span style='font-family:monospace'>{bar}{monitor.status_line(final)}</span>"
 
     def send(self, monitor):
+        png = (self.plotter.render(monitor.history, monitor.total_steps)
+               if monitor.history.keys() else None)
+        now = time.perf_counter()
+        if now - self._sent_at < 1.0 / self.max_fps:
+            return                               # drawn, not sent: the next frame replaces it
+        self._sent_at, self.frames = now, self.frames + 1
         self.label.value = self._html(monitor)
-        if monitor.history.keys():
-            self.image.value = self.plotter.render(monitor.history, monitor.total_steps)
+        if png is not None:
+            self.image.value = png
         if monitor.picture is not None:
             if self.picture is None:             # the first picture: make room for it
                 self.picture = self.widgets.Image(format="png")

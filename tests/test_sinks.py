@@ -120,7 +120,7 @@ def test_text_sink_final_png_only_in_a_kernel(monkeypatch, fake_display):
 def test_widget_sink_start_send_close(fake_display):
     shown, handles = fake_display
     m = Monitor(total_steps=10, sink="null")
-    sink = WidgetSink()
+    sink = WidgetSink(max_fps=1e9)          # every send is a frame (the cap: the next test)
     sink.start(m)
     view = "application/vnd.jupyter.widget-view+json"     # the bundle itself, as on ipywidgets 7 and 8
     assert len(shown) == 1 and shown[0][view]["model_id"] == sink.box.model_id and len(handles) == 1
@@ -152,3 +152,29 @@ def test_widget_sink_close_without_picture_keeps_widget(fake_display):
     sink.start(m)
     sink.close(m)               # nothing was logged: the widget stays, with its last line
     assert handles[0].updates == []
+
+
+def test_widget_sink_sends_at_most_max_fps_frames(fake_display, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(sinks.time, "perf_counter", lambda: clock[0])
+    m = Monitor(total_steps=100, sink="null")
+    sink = WidgetSink(max_fps=5)
+    sink.start(m)
+    m.history, m.step = history(10), 10
+    sink.send(m)
+    first = bytes(sink.image.value)
+    assert sink.frames == 1 and first.startswith(b"\x89PNG") and "step 10/100" in sink.label.value
+    m.history, m.step = history(20), 20
+    clock[0] += 0.1                           # sooner than 1/5 s: drawn, not sent
+    sink.send(m)
+    assert sink.frames == 1 and bytes(sink.image.value) == first and "step 10/100" in sink.label.value
+    clock[0] += 0.15                          # 0.25 s after the last frame: sent
+    sink.send(m)
+    assert sink.frames == 2 and bytes(sink.image.value) != first and "step 20/100" in sink.label.value
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (float("inf"), ValueError),
+                                        ("5", TypeError)])
+def test_widget_sink_max_fps_is_checked(bad, error):
+    with pytest.raises(error, match="max_fps"):
+        WidgetSink(max_fps=bad)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -108,3 +109,38 @@ def test_widget_updates_while_busy_and_final_png_replaces_the_widget(kernel):
     assert "image/png" in final["data"] and WIDGET_VIEW not in final["data"]
     texts = "".join(m["content"].get("text", "") for _, m in msgs if m["msg_type"] == "stream")
     assert "loop done" in texts
+
+
+GREEDY = """
+import time, ctlkit
+monitor = ctlkit.Monitor(10**6, title="no budget", every=1e-6, draw_budget=0.99)
+start = time.perf_counter()
+while time.perf_counter() - start < 8:
+    monitor.log(loss=1.0)
+    sum(range(2000))                         # a step's worth of work
+monitor.close()
+print(f"greedy done: {monitor.redraws} redraws, {monitor.sink.frames} frames")
+"""
+
+
+def test_a_monitor_with_no_budget_does_not_flood_a_client_that_reads_late(kernel):
+    # nbval reads a cell's messages only once the kernel has replied that the cell finished. Until
+    # then they wait in ZeroMQ queues of about 1000 messages a side; a monitor redrawing 100 times a
+    # second overflowed them within ten seconds, and the messages dropped then included the print
+    # and the idle status, so nbval failed the cell ("Timeout ... waiting for output").
+    msg_id = kernel.execute(GREEDY)
+    reply = kernel.get_shell_msg(timeout=180)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    texts, comm_msgs = "", 0
+    while True:
+        msg = kernel.get_iopub_msg(timeout=10)   # queue.Empty here: the idle status was dropped
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        comm_msgs += msg["msg_type"] == "comm_msg"
+        texts += msg["content"].get("text", "") if msg["msg_type"] == "stream" else ""
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    assert "greedy done" in texts, "the cell's printed output was lost"
+    redraws, frames = map(int, re.search(r"(\d+) redraws, (\d+) frames", texts).groups())
+    assert frames <= 5 * 8 + 2 < redraws, (redraws, frames)   # max_fps 5 over 8 s, plus the ends
+    assert comm_msgs <= 3 * frames + 20

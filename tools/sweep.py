@@ -50,7 +50,8 @@ def cpu_hog(on: bool):
 
 def failing_line(message: str) -> str:
     """The most telling line of an nbval failure: the assert or error that stopped the cell."""
-    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in message.splitlines()]
+    # colour codes: raw, or as pytest's JUnit XML writes the escape character ("#x1B")
+    lines = [re.sub(r"(\x1b|#x1B)\[[0-9;]*m", "", ln).strip() for ln in message.splitlines()]
     for pattern in (r"^-*>\s*\d+\s+assert\b", r"^\w*(Error|Exception)\b.*", r"\bassert\b"):
         hits = [ln for ln in lines if re.search(pattern, ln)]
         if hits:
