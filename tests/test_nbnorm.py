@@ -212,3 +212,57 @@ def test_every_kit_notebook_has_the_badge_and_the_colab_install():
         assert f"colab.research.google.com/github/{repo}/blob/main/notebooks/{path.name}" in md
         assert "google.colab" in code[0] and f'KIT = "ctlkit @ git+https://github.com/{repo}"' in code[0]
         assert '"install", "-q", KIT]' in code[0], f"{path.name}: the setup cell installs only the kit"
+
+
+# Nothing a user has is lost by a failure: the normaliser writes a temporary file beside the
+# notebook and moves it over the old one, and leaves a notebook it cannot normalise untouched.
+
+def _saved(tmp_path, text):
+    path = tmp_path / "mine.ipynb"
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_a_cell_utf8_cannot_store_leaves_the_notebook_untouched_and_is_named(tmp_path):
+    nb = messy_notebook()
+    nb["cells"][1]["source"] = "x = 1\n"
+    text = json.dumps(nb).replace("x = 1", "x = '\\ud800'")   # the JSON escape of a lone surrogate
+    path = _saved(tmp_path, text)
+    result = run_cli(path)
+    assert result.returncode == 2
+    assert path.read_bytes() == text.encode("utf-8")            # not truncated, not rewritten
+    assert "mine.ipynb" in result.stderr and "cell 1 (code" in result.stderr, result.stderr
+    assert "left as it was" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.ipynb"]   # no temporary file left
+
+
+def test_a_failed_write_leaves_the_old_notebook_whole(tmp_path, monkeypatch, capsys):
+    text = json.dumps(messy_notebook())
+    path = _saved(tmp_path, text)
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(nbnorm.os, "fsync", disk_full)
+    monkeypatch.setattr(nbnorm, "kit_repository", lambda: "ctlkit/ctlkit")
+    assert nbnorm.main([str(path)]) == 2
+    assert path.read_bytes() == text.encode("utf-8")
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "mine.ipynb" in err and "No space left" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.ipynb"]
+
+
+def test_a_notebook_that_is_not_utf8_is_named_and_left_alone(tmp_path):
+    path = tmp_path / "latin1.ipynb"
+    raw = json.dumps(messy_notebook()).replace("Some text", "Caf\u00e9").encode("latin-1")
+    path.write_bytes(raw)
+    result = run_cli(path)
+    assert result.returncode == 2 and "latin1.ipynb" in result.stderr, result.stderr
+    assert path.read_bytes() == raw
+
+
+def test_a_rewrite_keeps_the_file_mode(tmp_path):
+    path = _saved(tmp_path, json.dumps(messy_notebook()))
+    path.chmod(0o640)
+    assert run_cli(path).returncode == 0
+    assert (path.stat().st_mode & 0o777) == 0o640
+    assert json.loads(path.read_text(encoding="utf-8"))["nbformat_minor"] == 5

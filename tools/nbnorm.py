@@ -22,14 +22,24 @@ What a normalised notebook looks like (DESIGN.md section 4):
   ``[project.urls] Repository`` in pyproject.toml. A fork edits that line and runs make normalize.
 
 Normalising is idempotent. Only the standard library is used.
+
+Nothing is lost by a failure: the new text is written to a temporary file in the notebook's folder
+and moved over the old file in one step (``os.replace``), so a full disk or an interrupted run
+leaves the old notebook whole. A notebook that cannot be normalised (not JSON, not UTF-8, or a
+cell holding text that cannot be stored as UTF-8, such as the JSON escape of a lone surrogate
+``"\\ud800"``) is left untouched, and the error names the file and the cell.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import re
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 CHECK_OUTPUT_MARKER = "# NBVAL_CHECK_OUTPUT"
@@ -177,6 +187,44 @@ def normalize_text(text: str, repo: str | None = None, name: str | None = None) 
     return dumps(normalize(json.loads(text), repo, name))
 
 
+def unencodable_part(nb: dict) -> str:
+    """Where a normalised notebook holds text that UTF-8 cannot store (a lone surrogate):
+    "cell 3 (code, id 'ab12cd34')", or "the notebook's metadata"."""
+    for index, cell in enumerate(nb.get("cells", [])):
+        try:
+            dumps(cell).encode("utf-8")
+        except UnicodeEncodeError:
+            return f"cell {index} ({cell.get('cell_type')}, id {cell.get('id')!r})"
+    return "the notebook's metadata"
+
+
+def encode(nb: dict) -> bytes:
+    """The stored bytes of a normalised notebook; ValueError naming the cell that UTF-8 cannot hold."""
+    try:
+        return dumps(nb).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{unencodable_part(nb)} holds text that UTF-8 cannot store "
+                         f"({exc.reason}: {exc.object[exc.start:exc.end]!r}, for example the JSON "
+                         f"escape of a lone surrogate); fix that cell in an editor") from None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path``'s content with ``data`` in one step: the old file stays whole on any failure."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(OSError):      # keep the notebook's permissions
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def find_notebooks(paths) -> list[Path]:
     found = []
     for path in map(Path, paths):
@@ -211,19 +259,24 @@ def main(argv=None) -> int:
         return 2
     changed, broken = [], []
     for path in notebooks:
-        text = path.read_text(encoding="utf-8")
         try:
-            new_text = normalize_text(text, repo, path.name)
-        except (ValueError, TypeError, AttributeError) as exc:  # JSONDecodeError is a ValueError
-            broken.append(f"{path}: {exc}")
+            old = path.read_bytes()
+            # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            new = encode(normalize(json.loads(old.decode("utf-8")), repo, path.name))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            broken.append(f"cannot normalise {path} (left as it was): {exc}")
             continue
-        if new_text != text:
+        if new != old:
             changed.append(path)
             if not args.check:
-                path.write_text(new_text, encoding="utf-8")
+                try:
+                    write_atomic(path, new)
+                except OSError as exc:
+                    broken.append(f"cannot write {path} (left as it was): {exc}")
+                    changed.remove(path)
 
     for line in broken:
-        print(f"nbnorm: cannot read {line}", file=sys.stderr)
+        print(f"nbnorm: {line}", file=sys.stderr)
     if args.check:
         if changed:
             print("These notebooks are not normalised:", file=sys.stderr)
