@@ -175,6 +175,27 @@ def split_cpu(n: int) -> None:
             f"ctlkit.setup(cpu_replicas={n}) before anything else touches TensorFlow.") from e
 
 
+def _set_op_determinism(tf, on: bool) -> None:
+    """Op determinism on or off, as asked: a second ``setup(deterministic=False)`` undoes the
+    first's True instead of leaving it on behind a Runtime that says False.
+    TensorFlow exports only ``enable_op_determinism``; the switch back and the state live in
+    ``tensorflow/python/framework/config.py`` (``disable_op_determinism``,
+    ``is_op_determinism_enabled``: lines 1108-1116 in TF 2.21, 1096-1104 in TF 2.19)."""
+    if on:
+        tf.config.experimental.enable_op_determinism()
+        return
+    from tensorflow.python.framework import config as tf_config
+    is_on = getattr(tf_config, "is_op_determinism_enabled", None)
+    if is_on is None or not is_on():
+        return
+    disable = getattr(tf_config, "disable_op_determinism", None)
+    if disable is None:
+        raise RuntimeError("op determinism is on (an earlier setup(deterministic=True)) and this "
+                           "TensorFlow offers no way to turn it off: restart the kernel to run "
+                           "without it, or pass deterministic=True")
+    disable()
+
+
 def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = True,
           cpu_replicas: int | None = None, memory_stats: bool = True) -> Runtime:
     """Seed everything, pick the strategy and recommend a precision policy.
@@ -182,7 +203,8 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     seed:          seeds Python, NumPy and TensorFlow. None (the default): the run's seed,
                    ``CTLKIT_SEED`` or 0 (``run_seed()``); a seed given here wins over it.
     deterministic: also call ``tf.config.experimental.enable_op_determinism()`` (slower on
-                   GPU, needed for bit-identical reruns there).
+                   GPU, needed for bit-identical reruns there); False turns it off again if an
+                   earlier setup() turned it on.
     verbose:       print the summary.
     cpu_replicas:  on a machine without GPU/TPU, split the CPU into this many logical devices
                    and return a ``MirroredStrategy`` over them (to learn tf.distribute anywhere).
@@ -208,8 +230,7 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     if cpu_replicas is not None and not tf.config.list_physical_devices("GPU"):
         split_cpu(cpu_replicas)
 
-    if deterministic:
-        tf.config.experimental.enable_op_determinism()
+    _set_op_determinism(tf, deterministic)
 
     resolver = find_tpu()
     gpus = tf.config.list_physical_devices("GPU")

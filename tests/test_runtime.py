@@ -196,15 +196,28 @@ def test_setup_rejects_non_bool_deterministic(bad):
         setup(seed=0, deterministic=bad, verbose=False)
 
 
-def test_setup_deterministic_turns_on_op_determinism(monkeypatch):
-    # The real call is process-wide and cannot be undone, so record it instead.
-    calls = []
-    monkeypatch.setattr(tf.config.experimental, "enable_op_determinism",
-                        lambda: calls.append(True))
-    rt = setup(seed=0, deterministic=True, verbose=False)
-    assert calls == [True] and rt.deterministic is True
-    rt = setup(seed=0, deterministic=False, verbose=False)
-    assert calls == [True] and rt.deterministic is False
+def test_setup_deterministic_turns_op_determinism_on_and_off_again():
+    from tensorflow.python.framework import config as tf_config
+    try:
+        rt = setup(seed=0, deterministic=True, verbose=False)
+        assert rt.deterministic is True and tf_config.is_op_determinism_enabled()
+        rt = setup(seed=0, deterministic=False, verbose=False)
+        # what the Runtime says is what TensorFlow does
+        assert rt.deterministic is False and not tf_config.is_op_determinism_enabled()
+    finally:
+        tf_config.disable_op_determinism()
+
+
+def test_setup_refuses_to_leave_determinism_on_when_tf_cannot_turn_it_off(monkeypatch):
+    from tensorflow.python.framework import config as tf_config
+    try:
+        setup(seed=0, deterministic=True, verbose=False)
+        monkeypatch.delattr(tf_config, "disable_op_determinism")
+        with pytest.raises(RuntimeError, match=r"restart the kernel.*deterministic=True"):
+            setup(seed=0, deterministic=False, verbose=False)
+    finally:
+        monkeypatch.undo()
+        tf_config.disable_op_determinism()
 
 
 # -- setup(): device, strategy, summary --------------------------------------------------------
