@@ -6,7 +6,7 @@
 The worker program is yours (notebook 10 writes one): ``launch()`` starts it once per worker as
 ``python SCRIPT --out OUT ARGS...``, each process with its own ``TF_CONFIG`` on 127.0.0.1 (free
 ports; worker 0 is the chief) and no GPU (two processes sharing one GPU would fight over its
-memory). It reads what the workers print, keeps each worker's output in ``OUT/worker_<i>.log``,
+memory). It reads what the workers print (a byte that is not UTF-8 shows as U+FFFD), keeps each worker's output in ``OUT/worker_<i>.log``,
 stops at ``timeout``, fails at once if a worker dies on its own, and kills every process it started
 before it returns. A worker reports progress in lines ``CTLKIT <KIND> <step> ...`` (``READY``,
 ``STEP n loss``, ``CKPT n``, ``RESUME n``, ``DONE n``); with ``kill_after_checkpoint=k`` the launcher
@@ -43,6 +43,16 @@ def free_port() -> int:
 
 def tf_config(ports, index: int) -> str:
     """TF_CONFIG for worker ``index`` of a cluster of workers on 127.0.0.1 (worker 0 is the chief)."""
+    if isinstance(ports, (str, bytes)) or not isinstance(ports, (list, tuple)) or not ports:
+        raise TypeError(f"ports must be a non-empty list of TCP ports, one per worker, got {ports!r}; "
+                        f"e.g. ports=[free_port(), free_port()]")
+    bad = [p for p in ports if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 65536]
+    if bad:
+        raise ValueError(f"ports must be TCP ports 1..65535, got {bad[0]!r}; e.g. ports=[free_port(), free_port()]")
+    if len(set(ports)) != len(ports):
+        raise ValueError(f"ports must differ, one per worker, got {list(ports)!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(ports):
+        raise ValueError(f"index must name one of the {len(ports)} workers, 0..{len(ports) - 1}, got {index!r}")
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}})
 
@@ -106,10 +116,10 @@ def launch(script, out, *, args=(), workers=2, kill_after_checkpoint=None, kill_
         for i in range(workers):
             env = dict(os.environ, TF_CONFIG=tf_config(ports, i), CUDA_VISIBLE_DEVICES="")
             env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            # errors="replace": a byte that is not UTF-8 becomes U+FFFD; it must not stop the reading
             procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, text=True, bufsize=1))
-            readers.append(threading.Thread(target=lambda i=i, p=procs[-1]: [q.put((i, ln.rstrip()))
-                                                                             for ln in p.stdout], daemon=True))
+                                          stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1))
+            readers.append(threading.Thread(target=_read, args=(i, procs[-1], q), daemon=True))
             readers[-1].start()
         while any(r.is_alive() for r in readers) or not q.empty():   # until every stdout closes
             now = time.perf_counter()
@@ -137,7 +147,12 @@ def launch(script, out, *, args=(), workers=2, kill_after_checkpoint=None, kill_
             # Every stdout is closed, but a worker that died may not have been reaped when the loop
             # last looked (both workers dying together closed the loop first): look once more.
             for p in procs:
-                p.wait(timeout=max(1.0, t0 + timeout - time.perf_counter()))
+                try:
+                    p.wait(timeout=max(1.0, t0 + timeout - time.perf_counter()))
+                except subprocess.TimeoutExpired:
+                    raise TimeoutError(f"a worker closed its output but was still running after "
+                                       f"timeout={timeout} s; last lines:\n"
+                                       + "\n".join(t for _, _, t in lines[-20:])) from None
             _fail_if_a_worker_died(procs, q, lines, t0)
     finally:
         for p in procs:
@@ -147,6 +162,15 @@ def launch(script, out, *, args=(), workers=2, kill_after_checkpoint=None, kill_
         for i in range(len(procs)):                # what each worker wrote, also after an error
             (out / LOG.format(i)).write_text("".join(f"{s:8.3f} {t}\n" for w, s, t in lines if w == i))
     return Run(out, [p.returncode for p in procs], lines, wall, killed, killed_after)
+
+
+def _read(i: int, proc, q) -> None:
+    """Put each line worker ``i`` prints on ``q``; a reading error becomes a line of its own."""
+    try:
+        for line in proc.stdout:
+            q.put((i, line.rstrip()))
+    except Exception as exc:                       # noqa: BLE001 - reported, never swallowed
+        q.put((i, f"(launcher: reading worker {i}'s output failed: {exc!r})"))
 
 
 def _arguments(args) -> list:
@@ -179,7 +203,8 @@ def _fail_if_a_worker_died(procs, q, lines, t0) -> None:
 
 def _claim(out: Path, command: dict) -> None:
     """Record the run's command in ``out``, or refuse a relaunch into ``out`` that differs from the
-    run whose files (checkpoints) it holds: resuming them would silently mix two runs."""
+    run whose files (checkpoints) it holds, or into a folder holding files but no recorded command:
+    resuming them would silently mix two runs."""
     path = out / CONFIG
     held = [p for p in out.iterdir() if p.name != CONFIG and not re.fullmatch(r"worker_\d+\.log", p.name)]
     if path.exists() and held:
@@ -191,4 +216,9 @@ def _claim(out: Path, command: dict) -> None:
                              f"resuming them would mix two runs. Relaunch with the same command "
                              f"to resume, or pass a new out folder (or delete this one) to start over")
         return
+    if held:
+        raise ValueError(f"out={str(out)!r} holds files ({', '.join(sorted(p.name for p in held)[:3])}"
+                         f"{', ...' if len(held) > 3 else ''}) but no {CONFIG}: they are not a launch() "
+                         f"run whose command can be checked, and resuming them with new settings would "
+                         f"mix two runs. Pass a new out folder, or delete these files to start over")
     path.write_text(json.dumps(command, indent=1))

@@ -32,6 +32,8 @@ ap.add_argument("--die-worker", type=int, default=-1)        # ... in this worke
 ap.add_argument("--die-step", type=int, default=1)           # ... instead of this step
 ap.add_argument("--hang", action="store_true")               # never take a step
 ap.add_argument("--extra", nargs="*", default=[])
+ap.add_argument("--bad-byte", action="store_true")          # first print a byte that is not UTF-8
+ap.add_argument("--chatter", action="store_true")           # print forever, never take a step
 a = ap.parse_args()
 config = json.loads(os.environ["TF_CONFIG"])
 i, n_workers = config["task"]["index"], len(config["cluster"]["worker"])
@@ -44,6 +46,11 @@ start = int(ckpt.read_text()) if ckpt.exists() else 0
 say("READY", i, n_workers)
 if start:
     say("RESUME", start)
+if a.bad_byte:
+    sys.stdout.buffer.write(b"\\xff\\n")
+    sys.stdout.buffer.flush()
+while a.chatter:
+    print("x" * 200, flush=True)
 while a.hang:
     time.sleep(1)
 for n in range(start + 1, a.steps + 1):
@@ -96,6 +103,23 @@ def test_tf_config_names_every_worker_and_this_task():
     config = json.loads(multiworker.tf_config([1111, 2222], 1))
     assert config == {"cluster": {"worker": ["127.0.0.1:1111", "127.0.0.1:2222"]},
                       "task": {"type": "worker", "index": 1}}
+
+
+@pytest.mark.parametrize("ports, index, error, match", [
+    ("1111,2222", 0, TypeError, r"ports must be a non-empty list of TCP ports"),
+    ([], 0, TypeError, r"ports must be a non-empty list"),
+    ([1111, 0], 0, ValueError, r"ports must be TCP ports 1\.\.65535, got 0"),
+    ([1111, 70000], 0, ValueError, r"got 70000"),
+    ([1111, "2222"], 0, ValueError, r"got '2222'"),
+    ([1111, True], 0, ValueError, r"got True"),
+    ([1111, 1111], 0, ValueError, r"ports must differ"),
+    ([1111, 2222], 2, ValueError, r"index must name one of the 2 workers, 0\.\.1, got 2"),
+    ([1111, 2222], -1, ValueError, r"got -1"),
+    ([1111, 2222], 1.0, ValueError, r"got 1\.0"),
+])
+def test_tf_config_rejects_ports_and_index_that_make_no_cluster(ports, index, error, match):
+    with pytest.raises(error, match=match):
+        multiworker.tf_config(ports, index)
 
 
 def test_free_port_can_be_bound_on_loopback():
@@ -254,6 +278,36 @@ def test_a_folder_with_only_a_failed_launchs_config_and_logs_takes_a_new_command
     (out / multiworker.CONFIG).write_text(json.dumps({"script": "x.py", "args": [], "workers": 2}))
     (out / multiworker.LOG.format(0)).write_text("   0.100 Traceback ...\n")
     assert multiworker.launch(fake, out, args=["--steps", 2], timeout=50).completed
+
+
+@pytest.mark.timeout(60)
+def test_a_byte_that_is_not_utf8_loses_none_of_the_output_after_it(fake, tmp_path):
+    run = multiworker.launch(fake, tmp_path / "out", args=["--steps", 4, "--bad-byte"], timeout=50)
+    assert run.completed
+    for i in range(2):
+        assert run.events(i, "STEP") == [1, 2, 3, 4] and run.events(i, "DONE") == [4]
+        assert "\ufffd" in run.log(i)                        # the byte is shown, replaced
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_never_stops_printing_times_out_with_timeout_error(fake, tmp_path):
+    out = tmp_path / "out"
+    start = time.perf_counter()
+    with pytest.raises(TimeoutError, match=r"still running after timeout=3\.0 s"):
+        multiworker.launch(fake, out, args=["--bad-byte", "--chatter"], timeout=3)
+    assert time.perf_counter() - start < 20
+    for i in range(2):
+        assert_gone(seen(out, i)["pid"])
+
+
+@pytest.mark.timeout(60)
+def test_a_folder_with_a_checkpoint_but_no_run_config_is_refused(fake, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ckpt").write_text("4")                         # another run's checkpoint
+    with pytest.raises(ValueError, match=r"holds files \(ckpt\) but no run_config\.json.*new out folder"):
+        multiworker.launch(fake, out, args=["--steps", 6], timeout=50)
+    assert sorted(p.name for p in out.iterdir()) == ["ckpt"]  # nothing ran, nothing written
 
 
 # -- two real TensorFlow workers ----------------------------------------------------------------------
