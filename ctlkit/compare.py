@@ -25,6 +25,7 @@ class Report:
     name: str
     problems: list
     cases: int
+    notes: list = dataclasses.field(default_factory=list)   # how it was checked, if unusual
 
     @property
     def ok(self) -> bool:
@@ -34,9 +35,10 @@ class Report:
         return self.ok
 
     def __str__(self) -> str:
+        notes = "".join(f"\n  (note: {n})" for n in self.notes)
         if self.ok:
-            return f"PASS {self.name}: matches the reference on all {self.cases} case(s)."
-        return f"NOT YET {self.name}:\n" + "\n".join(f"  - {p}" for p in self.problems)
+            return f"PASS {self.name}: matches the reference on all {self.cases} case(s).{notes}"
+        return f"NOT YET {self.name}:\n" + "\n".join(f"  - {p}" for p in self.problems) + notes
 
     __repr__ = __str__
 

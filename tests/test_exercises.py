@@ -223,3 +223,56 @@ def test_explain_drops_the_op_wrapper_name_of_an_eager_error():
     except Exception as e:  # noqa: BLE001
         text = checks.explain(e)
     assert "function_node" not in text and "Incompatible shapes" in text, text
+
+
+# -- a check runs in a known state and gives the notebook its own back ------------------------------
+import numpy as np  # noqa: E402
+
+from ctlkit.exercises import nb03, nb04  # noqa: E402
+
+
+def _standardize_rows(x):
+    mean = tf.reduce_mean(x, axis=1, keepdims=True)
+    return (x - mean) / (tf.math.reduce_std(x, axis=1, keepdims=True) + 1e-6)
+
+
+def test_a_check_with_eager_mode_left_on_runs_in_graph_mode_and_turns_it_back_on():
+    no_signature = lambda: tf.function(_standardize_rows)          # noqa: E731 - retraces per size
+    graph = ctlkit.exercises.check("02.standardizer", no_signature)
+    tf.config.run_functions_eagerly(True)
+    try:
+        eager = ctlkit.exercises.check("02.standardizer", no_signature)
+        assert tf.config.functions_run_eagerly()                    # given back
+    finally:
+        tf.config.run_functions_eagerly(False)
+    assert not graph.ok and not eager.ok                            # eager mode hid the retracing
+    assert eager.problems == graph.problems
+    assert "run_functions_eagerly(True) was on" in str(eager)
+
+
+def test_a_check_leaves_the_notebooks_random_state_and_policy_as_they_were():
+    import random
+
+    from keras.src.backend.common import global_state
+
+    def draws():
+        return (random.random(), float(np.random.rand()), float(tf.random.uniform([])),
+                float(tf.random.get_global_generator().normal([])), float(keras.random.uniform([])))
+
+    def reseed():                        # set_random_seed does not reset TF's global generator
+        keras.utils.set_random_seed(123)
+        tf.random.set_global_generator(tf.random.Generator.from_seed(123))
+
+    reseed()
+    expected = draws()
+    reseed()
+    keras.mixed_precision.set_dtype_policy("mixed_float16")
+    try:
+        # both checkers reseed (keras.utils.set_random_seed) and 04's sets a policy of its own
+        ctlkit.exercises.check("03.clipped_step", nb03._reference_clipped_step).assert_ok()
+        ctlkit.exercises.check("04.scaled_step", nb04._reference_scaled_step).assert_ok()
+        assert keras.mixed_precision.dtype_policy().name == "mixed_float16"
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    assert draws() == expected
+    assert global_state.get_global_attribute("global_random_seed") == 123

@@ -9,16 +9,27 @@ and data (so the tests can run it on wrong answers without the notebook), holds 
 solution, and names each case by what it is. ``context`` carries what only the notebook has,
 e.g. notebook 04 passes the loss-scale run of its section 7 to be replayed.
 
+A checker runs in a known state and gives the notebook back its own: graph mode (a
+``tf.config.run_functions_eagerly(True)`` left on from debugging would hide retracing and graph-only
+errors, so it is turned off for the check, said in the report, and turned on again), the float32
+policy, and the random state afterwards is what it was before (Python, NumPy, TensorFlow's global
+seed and generator, Keras' global seed), so the next cell's numbers do not depend on whether an
+exercise was checked.
+
 ``check`` never stops the notebook: it returns a report that displays itself (``PASS`` or
 ``NOT YET`` and what is wrong); ``.assert_ok()`` turns a ``NOT YET`` into an AssertionError (the
 solution cells use it, so CI proves every reference solution passes).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
+import random
 import re
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, explain
@@ -62,13 +73,59 @@ def check(key: str, fn, **context) -> Report:
     if not callable(fn):
         raise TypeError(f"pass your function itself to check(), e.g. check({key!r}, my_fn), "
                         f"not its result; got {type(fn).__name__}")
+    notes = []
+    with _known_state(notes):
+        try:
+            report = checker(fn, **context)
+        except Exception as e:  # noqa: BLE001 - a checker reports, it never stops the notebook
+            report = Report(name=match[2], problems=[f"calling your function failed in a way the "
+                                                     f"checker did not expect: {explain(e)}"], cases=0)
+    report.notes = notes + list(report.notes)
+    return report
+
+
+@contextlib.contextmanager
+def _known_state(notes: list):
+    """Graph mode, the float32 policy and quiet retracing for the check; the notebook's eager flag,
+    policy and random state (Python, NumPy, TensorFlow, Keras) given back afterwards."""
+    from keras.src.backend.common import global_state     # Keras' global seed and generator
+    from tensorflow.python.eager import context as tf_context
+
+    eager = tf.config.functions_run_eagerly()
+    if eager:
+        notes.append("tf.config.run_functions_eagerly(True) was on; the check ran in graph mode, "
+                     "as a compiled step runs, and turned it back on")
+        tf.config.run_functions_eagerly(False)
+    policy = keras.mixed_precision.dtype_policy()
+    keras.mixed_precision.set_dtype_policy("float32")
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")        # checkers build fresh steps on purpose: no retracing warnings
+    ctx = tf_context.context()
+    tf_seed, tf_rng = ctx._seed, getattr(ctx, "_rng", None)
+    tf_rng_state = tf_rng.getstate() if tf_rng is not None else None
+    generator = tf.random.get_global_generator()
+    generator_state = generator.state.numpy()
+    keras_seed = global_state.get_global_attribute("global_random_seed")
+    keras_generator = global_state.get_global_attribute("global_seed_generator")
+    keras_generator_state = (keras_generator.state.numpy() if keras_generator is not None else None)
+    py_state, np_state = random.getstate(), np.random.get_state()
     try:
-        return checker(fn, **context)
-    except Exception as e:  # noqa: BLE001 - a checker reports, it never stops the notebook
-        return Report(name=match[2], problems=[f"calling your function failed in a way the checker "
-                                               f"did not expect: {explain(e)}"], cases=0)
+        yield
     finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        ctx._seed = tf_seed                         # tf.random.set_seed's effect, undone
+        if tf_rng is not None:
+            tf_rng.setstate(tf_rng_state)
+            ctx._rng = tf_rng
+        tf.random.set_global_generator(generator)
+        generator.state.assign(generator_state)
+        global_state.set_global_attribute("global_random_seed", keras_seed)
+        global_state.set_global_attribute("global_seed_generator", keras_generator)
+        if keras_generator is not None:
+            keras_generator.state.assign(keras_generator_state)
         logger.setLevel(level)
+        keras.mixed_precision.set_dtype_policy(policy)
+        if eager:
+            tf.config.run_functions_eagerly(True)
