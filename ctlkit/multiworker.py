@@ -11,6 +11,14 @@ stops at ``timeout``, fails at once if a worker dies on its own, and kills every
 before it returns. A worker reports progress in lines ``CTLKIT <KIND> <step> ...`` (``READY``,
 ``STEP n loss``, ``CKPT n``, ``RESUME n``, ``DONE n``); with ``kill_after_checkpoint=k`` the launcher
 SIGKILLs one worker once the chief prints ``CTLKIT CKPT n`` with n >= k, as a lost machine would.
+
+Not private to this machine. ``TF_CONFIG`` names 127.0.0.1, but TensorFlow's gRPC server listens on
+every interface (``tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc`` binds the wildcard
+address; no ``TF_CONFIG``, ``ServerDef`` field or environment setting narrows it), without
+authentication, and TensorFlow's SECURITY.md ("Running a TensorFlow server") says anyone who can
+reach it can run code with the process's rights. While workers run, their ports are open to the
+machine's network: launch on a network you trust or behind a firewall that refuses incoming
+connections. ``tests/test_multiworker.py`` checks that this is still so.
 """
 from __future__ import annotations
 
