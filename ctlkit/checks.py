@@ -23,12 +23,12 @@ import numbers
 import tensorflow as tf
 
 from .cases import checker_name, labelled_cases, own_copy
-from .compare import Report, compare, real_number, tolerance
+from .compare import ContextError, Report, compare, real_number, tolerance
 from .explain import call, explain
 from .grads import is_variable
 from .stepcheck import check_step
 
-__all__ = ["Report", "check_function", "check_step", "check_traces", "compare", "explain"]
+__all__ = ["ContextError", "Report", "check_function", "check_step", "check_traces", "compare", "explain"]
 
 
 # -- gradients ------------------------------------------------------------------------------------

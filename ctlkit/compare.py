@@ -18,6 +18,11 @@ import numpy as np
 import tensorflow as tf
 
 
+class ContextError(ValueError):
+    """What a notebook passed to a checker is wrong (not the learner's answer): ``check`` raises
+    it, naming the argument, instead of reporting it as the learner's mistake."""
+
+
 @dataclasses.dataclass
 class Report:
     """What a checker found: ``problems`` (sentences, empty when it passes) over ``cases`` calls."""

@@ -228,7 +228,7 @@ def test_explain_drops_the_op_wrapper_name_of_an_eager_error():
 # -- a check runs in a known state and gives the notebook its own back ------------------------------
 import numpy as np  # noqa: E402
 
-from ctlkit.exercises import nb03, nb04  # noqa: E402
+from ctlkit.exercises import nb03, nb04, nb10, nb11  # noqa: E402
 
 
 def _standardize_rows(x):
@@ -277,3 +277,30 @@ def test_a_check_leaves_the_notebooks_random_state_and_policy_as_they_were():
         keras.mixed_precision.set_dtype_policy("float32")
     assert draws() == expected
     assert global_state.get_global_attribute("global_random_seed") == 123
+
+
+# -- a wrong argument from the notebook is the notebook's error, not the learner's ------------------
+@pytest.mark.parametrize("key, context, match", [
+    ("04.loss_scale_rule", dict(applied=[], scales=[], growth=3), r"at least one step; got 0 and 0"),
+    ("04.loss_scale_rule", dict(applied=[True, False], scales=[1.0], growth=3), r"got 2 and 1"),
+    ("04.loss_scale_rule", dict(applied=[True], scales=[1.0]), r"missing growth"),
+    ("04.loss_scale_rule", dict(applied=[True], scales=[1.0], growth=0), r"growth must be .* positive int"),
+    ("10.distributed_step", dict(strategy="mirrored"), r"strategy must be a tf\.distribute\.Strategy"),
+    ("11.first_nonfinite", dict(monitor_history=[[1.0, 2.0]]), r"monitor_history must be one loss per step"),
+    ("11.first_nonfinite", dict(monitor_history="loss"), r"monitor_history must be"),
+    ("11.safe_xent", dict(bad_batch=(tf.zeros([4, 10]),)), r"bad_batch must be \(logits, labels\)"),
+    ("11.safe_xent", dict(bad_batch=(tf.zeros([4, 10]), tf.zeros([3], tf.int32))), r"bad_batch must be"),
+])
+def test_a_wrong_context_argument_raises_naming_it_instead_of_blaming_the_learner(key, context, match):
+    answer = {"04.loss_scale_rule": nb04._reference_update,
+              "10.distributed_step": nb10._reference_distributed_step,
+              "11.first_nonfinite": nb11._reference_first_nonfinite,
+              "11.safe_xent": nb11._reference_xent}[key]
+    with pytest.raises(checks.ContextError, match=match):
+        ctlkit.exercises.check(key, answer, **context)
+
+
+def test_the_notebooks_own_run_still_replays():
+    flags, used = nb04._recorded_run()
+    assert ctlkit.exercises.check("04.loss_scale_rule", nb04._reference_update,
+                                  applied=flags, scales=used, growth=3).ok

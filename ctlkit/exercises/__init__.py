@@ -32,7 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, explain
+from ..checks import ContextError, Report, explain
 
 __all__ = ["check", "names"]
 
@@ -77,6 +77,8 @@ def check(key: str, fn, **context) -> Report:
     with _known_state(notes):
         try:
             report = checker(fn, **context)
+        except ContextError:
+            raise                          # the notebook's argument is wrong, not the learner's answer
         except Exception as e:  # noqa: BLE001 - a checker reports, it never stops the notebook
             report = Report(name=match[2], problems=[f"calling your function failed in a way the "
                                                      f"checker did not expect: {explain(e)}"], cases=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, check_function, check_step, explain
+from ..checks import ContextError, Report, check_function, check_step, explain
 
 
 # -- 04.loss_scale_rule ---------------------------------------------------------------------------
@@ -44,12 +44,33 @@ def _replay(fn, applied, growth):
     return used
 
 
+def _check_run(applied, scales, growth):
+    """The notebook's recorded run, if it passes one: all three, the same non-zero number of steps."""
+    given = {"applied": applied is not None, "scales": scales is not None, "growth": growth is not None}
+    if not any(given.values()):
+        return
+    if not all(given.values()):
+        missing = [k for k, v in given.items() if not v]
+        raise ContextError(f"pass the recorded run whole: applied=, scales= and growth= (its "
+                           f"dynamic_growth_steps); missing {', '.join(missing)}")
+    if isinstance(growth, bool) or not isinstance(growth, (int, np.integer)) or growth < 1:
+        raise ContextError(f"growth must be the run's dynamic_growth_steps, a positive int, got {growth!r}")
+    try:
+        n_applied, n_scales = len(np.ravel(applied)), len(np.ravel(scales))
+    except TypeError:
+        raise ContextError("applied and scales must be sequences, one value per step") from None
+    if n_applied == 0 or n_applied != n_scales:
+        raise ContextError(f"applied and scales must hold one value per step of the same run, at "
+                           f"least one step; got {n_applied} and {n_scales}: nothing would be replayed")
+
+
 def loss_scale_rule(fn, applied=None, scales=None, growth=None):
     """The rule, branch by branch; then a recorded run replayed through ``fn``.
 
     applied, scales, growth: the run to replay (per step: were the gradients finite, the scale the
     optimizer used; its ``dynamic_growth_steps``). Notebook 04 passes its section 7 run; by default
     a short run of a real ``LossScaleOptimizer`` (growth 3, overflows in a row included)."""
+    _check_run(applied, scales, growth)
     cases = {
         "a finite step early in the count (growth_steps 10)": (32768.0, 0, True, 10),
         "a finite step in the middle of the count": (32768.0, 4, True, 10),
@@ -70,8 +91,6 @@ def loss_scale_rule(fn, applied=None, scales=None, growth=None):
         applied, scales = _recorded_run(growth=growth)
         what = "a recorded LossScaleOptimizer run (dynamic_growth_steps=3)"
     else:
-        if growth is None:
-            raise TypeError("pass growth= (the run's dynamic_growth_steps) with applied= and scales=")
         what = f"the run of section 7 (dynamic_growth_steps={growth})"
     applied = [bool(a) for a in np.asarray(applied)]
     want = [float(s) for s in np.asarray(scales)]

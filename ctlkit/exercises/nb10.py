@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, check_function, check_step
+from ..checks import ContextError, Report, check_function, check_step
 
 
 def _per_example_loss(labels, logits):
@@ -126,6 +126,9 @@ def distributed_step(fn, strategy=None):
     which do not split evenly over 2 replicas."""
     import keras
     name = "make_distributed_step"
+    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
+        raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
+                           f"MirroredStrategy), got {type(strategy).__name__}")
     strategy = strategy if strategy is not None else default_strategy()
     replicas = strategy.num_replicas_in_sync
     try:                      # an unwritten exercise is reported before models and data are built

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from ..checks import Report, check_function, compare, explain
+from ..checks import ContextError, Report, check_function, compare, explain
 
 NAN, INF = float("nan"), float("inf")
 
@@ -60,6 +60,13 @@ def first_nonfinite(fn, monitor_history=None):
         "a huge but finite float64 value (1e300) before a NaN": [1e300, 2.0, NAN],
     }
     if monitor_history is not None:
+        try:
+            values = np.asarray(monitor_history, dtype=np.float64)
+        except (TypeError, ValueError):
+            values = None
+        if values is None or values.ndim != 1:
+            raise ContextError("monitor_history must be one loss per step (the notebook's "
+                               "monitor.history['loss']), a 1-D sequence of numbers")
         cases["the notebook's loss history of section 1"] = monitor_history
     problems = []
     for label, history in cases.items():
@@ -101,6 +108,11 @@ def safe_xent(fn, bad_batch=None):
             tf.constant(rng.normal(0, 30, (1, 1000)), tf.float32), tf.constant([7], tf.int64)),
     }
     if bad_batch is not None:
+        shapes = (None if not isinstance(bad_batch, (tuple, list)) or len(bad_batch) != 2
+                  else [np.shape(t) for t in bad_batch])
+        if shapes is None or len(shapes[0]) != 2 or shapes[1] != shapes[0][:1]:
+            raise ContextError("bad_batch must be (logits, labels): logits of shape [N, classes] "
+                               "and labels of shape [N], e.g. the notebook's (bad_logits, bad_labels)")
         cases["the notebook's bad batch of section 1"] = tuple(bad_batch)
     return check_function(fn, _reference_xent, cases, name="safe_log_softmax_xent",
                           differentiable=True, rtol=1e-5, atol=1e-6)
