@@ -112,7 +112,14 @@ def _keras_download(name: str):
             f"ctlkit.data.load('digits') (ships offline), or run where the internet is "
             f"reachable (Colab) once so Keras caches it in ~/.keras/datasets.")
     module = keras.datasets.mnist if name == "mnist" else keras.datasets.fashion_mnist
-    (xa, ya), (xb, yb) = module.load_data()  # the real download code
+    try:
+        (xa, ya), (xb, yb) = module.load_data()  # the real download code
+    except Exception as e:  # noqa: BLE001 - a broken cache or download, said and left in place
+        raise DatasetUnavailable(
+            f"{name}: Keras could not read or download it ({type(e).__name__}: {e}). If "
+            f"{_keras_cache(name)} exists it may be damaged (an interrupted download): delete it "
+            f"and load again where the internet is reachable, or use ctlkit.data.load('digits')."
+        ) from e
     x = np.concatenate([xa, xb]).astype(np.float32)[..., None] / 255.0
     return x, np.concatenate([ya, yb]).astype(np.int32), f"keras.datasets.{name}"
 

@@ -380,3 +380,27 @@ def test_online_refuses_bad_timeouts(timeout):
 def test_a_seed_too_large_is_reported_as_a_seed_problem_not_max_examples():
     with pytest.raises(ValueError, match=r"^seed must be at most"):
         data.load("digits", seed=2**40, max_examples=500)
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion_mnist"])
+def test_a_damaged_keras_cache_falls_back_to_digits_with_the_reason(offline, name, monkeypatch, capsys):
+    import zipfile
+
+    import keras
+
+    cache = data._keras_cache(name)
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    with open(cache, "wb") as f:
+        f.write(b"half a download")                        # exists, so no offline short cut
+
+    def damaged():
+        raise zipfile.BadZipFile("File is not a zip file")   # what np.load says of such a file
+    module = keras.datasets.mnist if name == "mnist" else keras.datasets.fashion_mnist
+    monkeypatch.setattr(module, "load_data", damaged)
+    x, y, source = data.arrays(name)
+    out = capsys.readouterr().out
+    assert "BadZipFile: File is not a zip file" in out and cache in out and "delete it" in out
+    assert "Falling back to 'digits'" in out and "scikit-learn" in source
+    with pytest.raises(data.DatasetUnavailable, match=r"could not read or download it"):
+        data.arrays(name, fallback=False)
+    assert os.path.exists(cache)                             # the user's file is left as it was
