@@ -72,10 +72,10 @@ class Monitor:
             **scalars):
         """Record one step: one scalar per key (tensor or number); ``step``, if given, increases."""
         self._begin("log")
-        if self._sigint.pending:                 # an interrupt that something swallowed
+        if self._sigint.pending:                 # an interrupt that Python swallowed
             self._sigint.pending = False
-            raise KeyboardInterrupt("interrupted (the first KeyboardInterrupt was swallowed "
-                                    "inside a library call; ctlkit.Monitor raises it again)")
+            raise KeyboardInterrupt("interrupted (the first KeyboardInterrupt was swallowed in a "
+                                    "finalizer or callback; ctlkit.Monitor raises it again)")
         t0 = time.perf_counter()
         step = (self.step + 1 if step is None
                 else step_number(step, self._buffer.last_step(self.history)))

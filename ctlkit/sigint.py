@@ -1,38 +1,37 @@
-"""Interrupts inside a monitored run: a note of every Ctrl-C, so that none is lost.
+"""Interrupts inside a monitored run: an interrupt that Python swallowed is raised again.
 
-A KeyboardInterrupt raised inside a finalizer or a library callback is swallowed there
-("Exception ignored in ..."). While a ``Monitor``'s ``with`` block runs, ``SigintNote`` sees each
-SIGINT before Python raises it, so the monitor's next ``log()`` can raise it again.
+A KeyboardInterrupt raised inside a finalizer (``__del__``) or a callback that Python calls on its
+own is not raised in the loop: Python prints "Exception ignored in ..." and goes on, so the run does
+not stop. Python hands such an exception to ``sys.unraisablehook``; while a ``Monitor``'s ``with``
+block runs, ``SigintNote`` watches that hook, and the monitor's next ``log()`` raises the
+interrupt again. An interrupt that reached your code and that you caught yourself
+(``except KeyboardInterrupt``) is yours: it is not raised a second time.
 """
 from __future__ import annotations
 
-import signal
-import threading
+import sys
 
 
 class SigintNote:
-    """``watch()`` installs the note (main thread only), ``unwatch()`` restores the handler."""
+    """``watch()`` puts the note on ``sys.unraisablehook``, ``unwatch()`` restores the hook."""
 
     def __init__(self):
         self.pending = False
         self._previous = None
 
     def watch(self):
-        if threading.current_thread() is not threading.main_thread():
-            return                               # signal handlers live in the main thread
-        previous = signal.getsignal(signal.SIGINT)
-        if not callable(previous):               # SIG_IGN / SIG_DFL / None: leave them be
-            return
+        previous = sys.unraisablehook
 
-        def on_sigint(signum, frame):
-            self.pending = True
-            previous(signum, frame)              # normally default_int_handler: raises
+        def on_unraisable(unraisable):
+            if isinstance(unraisable.exc_value, KeyboardInterrupt):
+                self.pending = True               # swallowed: log() raises it again
+            previous(unraisable)                  # still printed as Python would
 
         self._previous = previous
-        signal.signal(signal.SIGINT, on_sigint)
+        sys.unraisablehook = on_unraisable
 
     def unwatch(self):
         self.pending = False                     # the interrupt is being handled now
         if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+            sys.unraisablehook = self._previous
             self._previous = None
