@@ -16,7 +16,9 @@ __all__ = ["plain_step"]
 
 
 def plain_step(model, optimizer, loss_fn, *, compile: bool = True):
-    """``step(x, y) -> loss``: one update of ``model`` by ``optimizer`` on ``loss_fn(y, model(x))``.
+    """``step(x, y) -> loss``: one update of ``model`` by ``optimizer`` on ``loss_fn(y, model(x))``
+    plus the model's regularisation penalties (``sum(model.losses)``, read inside the tape, as
+    notebook 03 proves it must be; 0 for a model without regularisers).
 
     ``compile=True`` wraps it in ``tf.function`` (one graph per model/optimizer pair, as in
     notebook 03); ``compile=False`` returns the plain Python function, which runs eagerly or can be
@@ -39,7 +41,7 @@ def plain_step(model, optimizer, loss_fn, *, compile: bool = True):
 
     def step(x, y):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = loss_fn(y, model(x, training=True)) + sum(model.losses)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss

@@ -16,8 +16,9 @@ from ctlkit.checks import check_function, check_traces, compare
 def test_the_front_door_re_exports_the_same_objects():
     assert checks.Report is compare_room.Report and checks.compare is compare_room.compare
     assert checks.explain is explain_room.explain and checks.check_step is stepcheck.check_step
-    assert sorted(checks.__all__) == ["Report", "check_function", "check_step", "check_traces",
-                                      "compare", "explain"]
+    assert checks.ContextError is compare_room.ContextError
+    assert sorted(checks.__all__) == ["ContextError", "Report", "check_function", "check_step",
+                                      "check_traces", "compare", "explain"]
 
 
 # -- check_function: passing ----------------------------------------------------------------------

@@ -304,3 +304,20 @@ def test_the_notebooks_own_run_still_replays():
     flags, used = nb04._recorded_run()
     assert ctlkit.exercises.check("04.loss_scale_rule", nb04._reference_update,
                                   applied=flags, scales=used, growth=3).ok
+
+
+def test_a_check_works_with_op_determinism_on_and_leaves_no_global_generator_behind():
+    # notebooks 03, 07 and 15 run setup(deterministic=True): TF then refuses to create its global
+    # generator, so a check must not ask for it
+    from tensorflow.python.framework import config as tf_config
+    from tensorflow.python.ops import stateful_random_ops
+
+    saved = stateful_random_ops.global_generator
+    stateful_random_ops.global_generator = None
+    tf.config.experimental.enable_op_determinism()
+    try:
+        ctlkit.exercises.check("03.clipped_step", nb03._reference_clipped_step).assert_ok()
+        assert stateful_random_ops.global_generator is None
+    finally:
+        tf_config.disable_op_determinism()
+        stateful_random_ops.global_generator = saved

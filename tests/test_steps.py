@@ -96,3 +96,14 @@ def test_compile_must_be_a_bool():
 def test_the_module_is_reachable_from_the_package():
     import ctlkit
     assert ctlkit.steps.plain_step is steps.plain_step
+
+
+def test_plain_step_adds_the_models_regularisation_penalties():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)),
+                              keras.layers.Dense(3, kernel_regularizer=keras.regularizers.L2(0.1))])
+    x, y = tf.ones((2, 4)), tf.constant([0, 1])
+    penalty = float(sum(model.losses))
+    data_loss = float(LOSS(y, model(x, training=True)))
+    loss = float(steps.plain_step(model, keras.optimizers.SGD(0.0), LOSS)(x, y))
+    assert penalty > 0 and abs(loss - (data_loss + penalty)) < 1e-5

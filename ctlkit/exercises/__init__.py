@@ -92,6 +92,9 @@ def _known_state(notes: list):
     policy and random state (Python, NumPy, TensorFlow, Keras) given back afterwards."""
     from keras.src.backend.common import global_state     # Keras' global seed and generator
     from tensorflow.python.eager import context as tf_context
+    # TF's global generator, read without creating one: get_global_generator() would create it,
+    # and refuses to under op determinism (stateful_random_ops.py:990 in TF 2.19-2.21)
+    from tensorflow.python.ops import stateful_random_ops
 
     eager = tf.config.functions_run_eagerly()
     if eager:
@@ -106,8 +109,8 @@ def _known_state(notes: list):
     ctx = tf_context.context()
     tf_seed, tf_rng = ctx._seed, getattr(ctx, "_rng", None)
     tf_rng_state = tf_rng.getstate() if tf_rng is not None else None
-    generator = tf.random.get_global_generator()
-    generator_state = generator.state.numpy()
+    generator = stateful_random_ops.global_generator
+    generator_state = generator.state.numpy() if generator is not None else None
     keras_seed = global_state.get_global_attribute("global_random_seed")
     keras_generator = global_state.get_global_attribute("global_seed_generator")
     keras_generator_state = (keras_generator.state.numpy() if keras_generator is not None else None)
@@ -121,8 +124,9 @@ def _known_state(notes: list):
         if tf_rng is not None:
             tf_rng.setstate(tf_rng_state)
             ctx._rng = tf_rng
-        tf.random.set_global_generator(generator)
-        generator.state.assign(generator_state)
+        stateful_random_ops.global_generator = generator
+        if generator is not None:
+            generator.state.assign(generator_state)
         global_state.set_global_attribute("global_random_seed", keras_seed)
         global_state.set_global_attribute("global_seed_generator", keras_generator)
         if keras_generator is not None:
