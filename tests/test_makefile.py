@@ -72,7 +72,17 @@ def test_mode_seed_and_what_reach_the_notebooks(copy):
     assert any("pytest tests/" in ln for ln in ran) and ran[-1].endswith("QUICK=1 SEED=")
 
 
+# The hog runs in the background. This stand-in's notebook run waits (up to 30 s) for the hog's echo,
+# so that on a loaded machine the shell cannot end, and kill the hog, before the hog printed its line.
+HOG_STAND_IN = """#!/bin/sh
+if [ "$1" = "-c" ]; then echo "ran: $* | QUICK=$CTLKIT_QUICK SEED=$CTLKIT_SEED"; touch "$0.hog"; exit 0; fi
+case "$*" in *--nbval*) n=0; while [ ! -e "$0.hog" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n+1)); done;; esac
+echo "ran: $* | QUICK=$CTLKIT_QUICK SEED=$CTLKIT_SEED"
+"""
+
+
 def test_hog_spins_a_process_while_the_notebooks_run(copy):
+    (copy / ".venv" / "bin" / "python").write_text(HOG_STAND_IN)
     r = make(copy, "test", "STACK=current", "HOG=1", "WHAT=notebooks")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ran: -c while True: pass" in r.stdout and "CPU hog on one core" in r.stdout
