@@ -5,9 +5,10 @@
     print(bench.table(result))
 
 A *loop factory* ``(model, optimizer, task) -> one_epoch()`` receives a fresh, identically seeded
-784-64-10 MLP with Adam (batch 32; the setting of the seed article's table) and returns a function
-that trains one epoch. Notebook 12 writes its loops (eager, tf.function, k steps per call, with
-the live monitor) and hands them in; this module keeps only Keras' own ``fit`` and the harness.
+784-64-10 MLP with Adam (batch 32: the setting of the speed table in the articles the kit grew
+from; README, 'Where the kit comes from', calls it "an unsourced speed table") and returns a
+function that trains one epoch. Notebook 12 writes its loops (eager, tf.function, k steps per call,
+with the live monitor) and hands them in; this module keeps only Keras' own ``fit`` and the harness.
 Round 0 warms every variant up (tracing, XLA compilation); ``repeats`` rounds then time one
 epoch of each, interleaved, so a busy neighbour slows all alike. Reported per variant: median and
 best examples/s, the ratio to a baseline, test accuracy after the run (speed must not come from

@@ -1,4 +1,4 @@
-"""The browser test (DESIGN.md section 5): the live monitor really updates in JupyterLab while the cell runs.
+"""The browser test (README, "The live monitor"): the live monitor really updates in JupyterLab while the cell runs.
 
 A real JupyterLab is started on loopback with a random token, a headless Debian Chromium (driven by
 Playwright with ``executable_path``; Playwright's own browser downloads fail here) opens a notebook,

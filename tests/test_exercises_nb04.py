@@ -107,7 +107,7 @@ def _make(scale="api", returns="loss", unscale_twice=False, inner=False, compile
 
 
 SCALED_WRONG = {
-    "the seed's recipe: no loss scaling": (_make(scale=None), r"good batch .*weight 0 .* differs"),
+    "policy + float32 output only: no loss scaling": (_make(scale=None), r"good batch .*weight 0 .* differs"),
     "a fixed 2**15 instead of scale_loss (almost right)": (
         _make(scale="fixed"), r"after the overflow .* differs"),
     "returns the scaled loss": (_make(returns="scaled"), r"value your step returned differs"),

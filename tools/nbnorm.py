@@ -4,7 +4,7 @@
     python tools/nbnorm.py notebooks            # rewrite every notebook under notebooks/ in place
     python tools/nbnorm.py --check notebooks    # exit 1 and list the notebooks that would change
 
-What a normalised notebook looks like (DESIGN.md section 4):
+What a normalised notebook looks like (CONTRIBUTING.md has the whole notebook skeleton):
 
 - code cells carry no outputs and no execution_count, except cells whose source contains
   ``# NBVAL_CHECK_OUTPUT``: nbval compares their output, so the output and the execution_count
