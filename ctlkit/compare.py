@@ -87,7 +87,7 @@ def _fmt(x) -> str:
     return f"{x:.6g}" if isinstance(x, float) else repr(x)
 
 
-def _mismatches(g, w, rtol, atol):
+def _mismatches(g, w, rtol, atol, slack=None):
     """(bad entries, |difference| to rank them, or None for strings and objects)."""
     kinds = {g.dtype.kind, w.dtype.kind}
     if kinds <= set("biu"):        # integers and bools exactly, as Python ints (no float64 cast)
@@ -100,6 +100,8 @@ def _mismatches(g, w, rtol, atol):
         return ~np.broadcast_to(np.asarray(g == w, dtype=bool), g.shape), None
     as_type = np.complex128 if "c" in kinds else np.float64   # complex: |difference| of both parts
     gf, wf = g.astype(as_type), w.astype(as_type)
+    if slack is not None and np.shape(slack) == g.shape:    # float32 noise of this very point
+        atol = atol + np.nan_to_num(np.abs(slack).astype(np.float64), nan=0.0, posinf=0.0)
     bad = ~np.isclose(gf, wf, rtol=rtol, atol=atol, equal_nan=True)
     with np.errstate(invalid="ignore"):
         diff = np.where(bad, np.abs(gf - wf), 0.0)
@@ -107,11 +109,51 @@ def _mismatches(g, w, rtol, atol):
     return bad, diff
 
 
-def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
+def factor(got, want, rtol=1e-3):
+    """The number c with got == c * want in every entry (to ``rtol``), or None: a result off by
+    an exact factor (2, the batch size, a loss scale of 2**15, the replica count) is a slip with a
+    name. Entries where want is 0 must be 0 in got too; c = 1 and c = 0 are not factors."""
+    g, w = np.asarray(got, np.float64).ravel(), np.asarray(want, np.float64).ravel()
+    if g.shape != w.shape or not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))):
+        return None
+    big = np.abs(w) > 1e-12 * max(np.abs(w).max(initial=0.0), 1e-30)
+    if not big.any() or not np.allclose(g[~big], 0.0, atol=1e-12 * np.abs(g).max(initial=1.0)):
+        return None
+    ratios = g[big] / w[big]
+    c = float(np.median(ratios))
+    if c == 0.0 or abs(c - 1.0) < 10 * rtol or not np.allclose(ratios, c, rtol=rtol, atol=0.0):
+        return None
+    return c
+
+
+def factor_words(c) -> str:
+    """c for a sentence: "2", "1/8", "32768 (2**15)", "-1", else 4 significant digits."""
+    for value, words in ((c, None), (1.0 / c, "1/")):
+        n = round(value)
+        if n != 0 and abs(value - n) < 1e-3 * abs(value):
+            power = abs(n).bit_length() - 1
+            two = abs(n) >= 64 and abs(n) == 1 << power
+            if words is None:
+                return f"{n}" + (f" (2**{power})" if two else "")
+            return f"1/{n}" + (f" (2**-{power})" if two else "")
+    return f"{c:.4g}"
+
+
+def _part(slack, key):
+    """The slack of one item of a dict, tuple or list (None when slack does not have it)."""
+    try:
+        return None if slack is None else slack[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6, slack=None) -> list:
     """Sentences describing how ``got`` differs from ``want`` ([] when they agree).
 
     Floats agree within ``atol + rtol * |want|`` and complex numbers when the size of their
     difference (both parts) is that small; integers, bools and strings must be equal.
+    ``slack``, shaped like ``want`` (None anywhere: nothing), adds an allowance per entry: the
+    checkers pass the rounding noise of the case itself (see checks.float32_slack).
     """
     if not isinstance(where, str):
         raise TypeError(f"where must be a string, e.g. where='the loss', got "
@@ -122,13 +164,14 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
             keys = sorted(got) if isinstance(got, dict) else type(got).__name__
             return [f"{where} should be a dict with keys {sorted(want)}, got {keys}."]
         return [p for k in want for p in compare(got[k], want[k], where=f"{where}[{k!r}]",
-                                                   rtol=rtol, atol=atol)]
+                                                   rtol=rtol, atol=atol, slack=_part(slack, k))]
     if isinstance(want, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
             n = len(got) if isinstance(got, (tuple, list)) else type(got).__name__
             return [f"{where} should hold {len(want)} items, got {n}."]
         return [p for i, (g, w) in enumerate(zip(got, want))
-                for p in compare(g, w, where=f"{where}[{i}]", rtol=rtol, atol=atol)]
+                for p in compare(g, w, where=f"{where}[{i}]", rtol=rtol, atol=atol,
+                                 slack=_part(slack, i))]
     if want is None:
         return [] if got is None else [f"{where} should be None, got {type(got).__name__}."]
     if got is None:
@@ -145,7 +188,7 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
     problems = []
     if _dtype_name(got) != _dtype_name(want):
         problems.append(f"{where} has dtype {_dtype_name(got)}, expected {_dtype_name(want)}.")
-    bad, diff = _mismatches(g, w, rtol, atol)
+    bad, diff = _mismatches(g, w, rtol, atol, None if slack is None else _as_array(slack))
     if bad.any():
         idx = np.unravel_index(np.argmax(diff if diff is not None else bad), bad.shape)
         at = f" at index {tuple(int(i) for i in idx)}" if g.ndim else ""
@@ -156,6 +199,9 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6) -> list:
         else:
             size = "max |difference| " + (str(diff[idx]) if diff.dtype == object
                                           else f"{float(diff[idx]):.3g}")
+        c = factor(g, w) if g.dtype.kind in "biuf" and w.dtype.kind in "biuf" and g.size > 0 else None
+        times = (f"; yours is {factor_words(c)} times the expected"
+                 + (", in every entry" if g.size > 1 else "")) if c else ""
         problems.append(f"{where} differs: {size}{at} (yours {_fmt(g[idx])}, "
-                        f"expected {_fmt(w[idx])}).")
+                        f"expected {_fmt(w[idx])}){times}.")
     return problems

@@ -1,6 +1,7 @@
 """A learner's error as one or two sentences they can act on.
 
-    explain(error)              # "ValueError: <its own message>. Hint: <what to do>."
+    explain(error)              # "ValueError: <its own message>", or for a common mistake
+                                # "ValueError. Hint: <what to do>. TensorFlow's message begins: ..."
     value, problem = call(fn, args, "case 1")   # (result, None), or (None, a sentence)
 
 TensorFlow wraps an error raised inside a ``tf.function`` in file paths, source lines and
@@ -49,7 +50,12 @@ def explain(error: BaseException) -> str:
         message = message[:237] + "..."
     hint = next((h for words, h in _HINTS if any(w in text or w in type(error).__name__
                                                 for w in words)), None)
-    return f"{type(error).__name__}: {message}".strip().rstrip(":") + (f". Hint: {hint}." if hint else "")
+    if hint:   # the hint first; of TensorFlow's message (and its general advice) one sentence
+        message = re.sub(rf"^{type(error).__name__}:\s*", "", message)
+        first = re.split(r"(?<=[.!?])\s", message, maxsplit=1)[0].rstrip(".") if message else ""
+        said = f" TensorFlow's message begins: {first}." if first else ""
+        return f"{type(error).__name__}. Hint: {hint}.{said}"
+    return f"{type(error).__name__}: {message}".strip().rstrip(":")
 
 
 def _bare(error: NotImplementedError) -> bool:
@@ -71,3 +77,21 @@ def call(fn, args, label):
         return None, f"{label}: raised {explain(e)}"   # e.g. NumPy given a symbolic tensor
     except Exception as e:  # noqa: BLE001 - the learner's error is the message
         return None, f"{label}: raised {explain(e)}"
+
+
+def call_creating(fn, args, label):
+    """``call(fn, args, label)``, plus how many variables the call created (tf.Variable and Keras
+    variables alike, inside a tf.function's trace too). A ``tf.function`` whose first call creates
+    variables (an optimizer building its slots on first use) traces twice on that call: TF traces
+    once to create them and once more to get a graph that only uses them. That second trace is
+    not a retrace."""
+    import tensorflow as tf
+    made = []
+
+    def creator(next_creator, **kwargs):
+        made.append(kwargs.get("name"))
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        result, err = call(fn, args, label)
+    return result, err, len(made)

@@ -217,6 +217,21 @@ def test_check_traces_counts_only_new_traces():
     assert check_traces(f, cases=[(1.0,), (2.0,)], verbose=False).ok  # already traced
 
 
+def test_check_traces_does_not_count_the_double_trace_of_a_first_call_that_creates_variables():
+    made = []
+
+    @tf.function
+    def f(x):
+        if not made:                                  # a variable made on first use, as optimizers do
+            made.append(tf.Variable(1.0))
+        return x * made[0]
+    cases = [(tf.constant(float(i)),) for i in range(3)]
+    assert check_traces(f, cases=cases, verbose=False).ok
+    assert f.experimental_get_tracing_count() == 2    # TF traced the first call twice
+    g = tf.function(lambda x: x * 2.0)
+    assert not check_traces(g, cases=[(1.0,), (2.0,)], verbose=False).ok   # a real retrace
+
+
 def test_check_traces_max_traces():
     f = tf.function(lambda x: x * 2.0)
     assert check_traces(f, cases=[(1.0,), (2.0,)], max_traces=2, verbose=False).ok
@@ -347,3 +362,38 @@ def test_hostile_check_traces_with_non_finite_arguments(bad):
     assert check_traces(f, [(tf.constant(bad),), (tf.constant(1.0),)]).ok   # one tensor signature
     r = check_traces(tf.function(lambda x: x * 2.0), [(bad,), (1.0,)])      # Python floats retrace
     assert "traced 2 times for 2 calls (allowed: 1)" in one(r)
+
+
+# -- float32 noise: a right answer written in another order is never rejected --------------------
+CANCELLING = tf.constant([1e8, 1.0, -1e8, 1.0, 3.0, 2.5e7, -2.5e7, 0.5], tf.float32)   # exact sum 5.5
+
+
+def test_a_right_answer_summed_in_another_order_passes_where_float32_cannot_tell():
+    """tf.reduce_sum, a left fold and a right fold give 2.0, 4.5 and 0.0 in float32: each is
+    rounding. The reference itself is 3.5 from the exact 5.5, so the case allows that much."""
+    def ref(x):
+        return tf.reduce_sum(x)
+
+    def in_order(x):
+        return tf.foldl(lambda a, b: a + b, x)
+
+    def reversed_(x):
+        return tf.foldl(lambda a, b: a + b, tf.reverse(x, [0]))
+    assert float(in_order(CANCELLING)) != float(ref(CANCELLING))              # they do differ
+    for right in (in_order, reversed_):
+        report = check_function(right, ref, {"cancelling": (CANCELLING,)}, differentiable=True)
+        assert report.ok, str(report)
+    doubled = check_function(lambda x: 2.0 * tf.reduce_sum(x), ref,
+                             {"cancelling": (CANCELLING,), "plain": (tf.constant([1.0, 2.0, 3.0]),)},
+                             differentiable=True)
+    assert not doubled.ok                                     # well-conditioned points still judge
+    assert any(p.startswith("plain: the result differs") for p in doubled.problems), doubled
+
+
+def test_slack_is_per_entry_and_only_widens():
+    want = np.array([1000.0, 1e-7], np.float32)
+    got = np.array([1000.01, 2e-7], np.float32)
+    assert compare(got, want, rtol=0.0, atol=0.0)                               # both differ
+    found = compare(got, want, rtol=0.0, atol=0.0, slack=np.array([0.1, 0.0]))
+    assert len(found) == 1 and "index (1,)" in found[0]    # the big entry's slack does not cover the small
+    assert not compare((got,), (want,), rtol=0.0, atol=0.0, slack=(np.array([0.1, 1e-6]),))

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ctlkit.compare import Report, compare, real_number, tolerance
+from ctlkit.compare import Report, compare, factor, factor_words, real_number, tolerance
 
 
 def test_report_str_lists_every_problem():
@@ -144,3 +144,19 @@ def test_tolerance_is_a_float_at_least_zero():
     with pytest.raises(ValueError, match=r"atol must be a finite number >= 0, e\.g\. atol=1e-5, "
                                          r"got -1\.0"):
         tolerance(-1, "atol")
+
+
+@pytest.mark.parametrize("c, words", [(2.0, "2"), (0.5, "1/2"), (32768.0, "32768 (2**15)"),
+                                      (2.0 ** -15, "1/32768 (2**-15)"), (-1.0, "-1"), (8.0, "8"),
+                                      (1.7, "1.7")])
+def test_a_result_off_by_an_exact_factor_says_the_factor(c, words):
+    want = np.array([1.0, -2.0, 0.0, 3.5])
+    assert factor(c * want, want) == pytest.approx(c)
+    assert factor_words(c) == words
+    assert compare(c * want, want)[0].endswith(f"yours is {words} times the expected, in every entry.")
+
+
+@pytest.mark.parametrize("got", [[1.0, 2.1], [2.0, 4.0 * 1.01], [0.0, 0.0], [1.0, 1.0], [np.nan, 2.0]])
+def test_no_factor_where_there_is_none(got):
+    """Not one factor for every entry, all zero, or a NaN: no factor is claimed."""
+    assert factor(np.array(got), np.array([1.0, 2.0])) is None

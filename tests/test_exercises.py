@@ -102,7 +102,8 @@ BATCHES = {"batch A": (tf.ones([4, 3]), tf.zeros([4, 2])), "batch B": (tf.fill([
 def test_check_step_passes_the_reference_and_names_the_batch_that_differs():
     assert checks.check_step(_factory(), _factory(), _build, BATCHES).ok
     report = checks.check_step(_factory(scale=2.0), _factory(), _build, BATCHES)
-    assert not report.ok and "on batch A, weight 0" in report.problems[0]
+    assert not report.ok and "on batch A, your step's update" in report.problems[-2], report
+    assert "is 2 times the reference's" in report.problems[-2] and "on batch A, weight 0" in report.problems[-1]
     report = checks.check_step(_factory(returns="twice"), _factory(), _build, BATCHES)
     assert "value your step returned" in report.problems[0]
     report = checks.check_step(_factory(compiled=False), _factory(), _build, BATCHES)

@@ -1,6 +1,5 @@
 """Notebook 04's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
-import re
 
 import keras
 import numpy as np
@@ -8,14 +7,9 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check, nb04
+from exercise_helpers import rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
-def _rejected(key, fn, message, **context):
-    report = check(key, fn, **context)
-    assert not report.ok
-    assert any(re.search(message, p) for p in report.problems), str(report)
 
 
 # -- 04.loss_scale_rule ---------------------------------------------------------------------------
@@ -60,14 +54,14 @@ def test_rule_reference_passes():
 
 @pytest.mark.parametrize("wrong", RULE_WRONG)
 def test_rule_wrong_answers_are_rejected(wrong):
-    _rejected("04.loss_scale_rule", *RULE_WRONG[wrong])
+    rejected("04.loss_scale_rule", *RULE_WRONG[wrong])
 
 
 def test_rule_replay_reports_the_first_step_that_differs():
     flags, used = nb04._recorded_run()
     wrong = list(used)
     wrong[5] *= 2                                 # a run the rule cannot have produced
-    _rejected("04.loss_scale_rule", rule_right, r"replaying the run of section 7.* at step 6 ",
+    rejected("04.loss_scale_rule", rule_right, r"replaying the run of section 7.* at step 6 ",
               applied=flags, scales=wrong, growth=3)
 
 
@@ -135,4 +129,4 @@ def test_scaled_step_batches_do_what_their_labels_say():
 
 @pytest.mark.parametrize("wrong", SCALED_WRONG)
 def test_scaled_step_wrong_answers_are_rejected(wrong):
-    _rejected("04.scaled_step", *SCALED_WRONG[wrong])
+    rejected("04.scaled_step", *SCALED_WRONG[wrong])

@@ -1,18 +1,12 @@
 """Notebook 08's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
-import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-
-
-def _assert_rejected(key, fn, message):
-    report = check(key, fn)
-    assert not report.ok
-    assert any(re.search(message, p) for p in report.problems), str(report)
+from exercise_helpers import rejected
 
 
 # -- 08.gram --------------------------------------------------------------------------------------
@@ -60,7 +54,7 @@ def test_gram_right_answers_pass(right):
 
 @pytest.mark.parametrize("wrong", GRAM_WRONG)
 def test_gram_wrong_answers_are_rejected(wrong):
-    _assert_rejected("08.gram", *GRAM_WRONG[wrong])
+    rejected("08.gram", *GRAM_WRONG[wrong])
 
 
 # -- 08.total_variation ---------------------------------------------------------------------------
@@ -107,7 +101,7 @@ def test_tv_reference_passes():
 
 @pytest.mark.parametrize("wrong", TV_WRONG)
 def test_tv_wrong_answers_are_rejected(wrong):
-    _assert_rejected("08.total_variation", *TV_WRONG[wrong])
+    rejected("08.total_variation", *TV_WRONG[wrong])
 
 
 def test_stripes_case_has_the_total_variation_worked_out_by_hand():

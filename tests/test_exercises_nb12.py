@@ -1,18 +1,12 @@
 """Notebook 12's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
-import re
 
 import pytest
 import tensorflow as tf
 
 from ctlkit import bench
 from ctlkit.exercises import check
-
-
-def _rejected(key, fn, message):
-    report = check(key, fn)
-    assert not report.ok, f"{key} accepted a wrong answer"
-    assert any(re.search(message, p) for p in report.problems), str(report)
+from exercise_helpers import rejected
 
 
 # -- 12.train_k -----------------------------------------------------------------------------------
@@ -62,7 +56,7 @@ def test_train_k_reference_passes():
 
 @pytest.mark.parametrize("wrong", TRAIN_K_WRONG)
 def test_train_k_wrong_answers_are_rejected(wrong):
-    _rejected("12.train_k", *TRAIN_K_WRONG[wrong])
+    rejected("12.train_k", *TRAIN_K_WRONG[wrong])
 
 
 def test_train_k_that_retraces_for_each_n_is_rejected():
@@ -81,7 +75,7 @@ def test_train_k_that_retraces_for_each_n_is_rejected():
             def experimental_get_tracing_count(self):
                 return inner.experimental_get_tracing_count()
         return TrainK()
-    _rejected("12.train_k", make_train_k, r"traced 3 times")
+    rejected("12.train_k", make_train_k, r"traced 3 times")
 
 
 # -- 12.step --------------------------------------------------------------------------------------
@@ -137,4 +131,4 @@ def test_step_compiled_with_xla_and_a_signature_passes():
 
 @pytest.mark.parametrize("wrong", STEP_WRONG)
 def test_step_wrong_answers_are_rejected(wrong):
-    _rejected("12.step", *STEP_WRONG[wrong])
+    rejected("12.step", *STEP_WRONG[wrong])

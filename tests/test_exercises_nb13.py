@@ -1,23 +1,18 @@
 """Notebook 13's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names what is wrong (at least six per exercise, some almost right)."""
-import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-
-
-def _rejected(key, fn, message):
-    report = check(key, fn)
-    assert not report.ok, f"accepted: {key}"
-    assert any(re.search(message, p) for p in report.problems), str(report)
+from exercise_helpers import rejected
 
 
 # -- 13.nt_xent_blocks ----------------------------------------------------------------------------
 def _blocks(normalise=True, axis=1, mask=-np.inf, temperature=True, order="positive first",
-            reduce="mean", directions=2, stable=True, dtype=None):
+            reduce="mean", directions=2, stable=True, dtype=None, product="matmul"):
     """An NT-Xent from four blocks, right by default; each argument plants one mistake."""
     def nt_xent_blocks(z1, z2, tau):
         if dtype is not None:
@@ -35,10 +30,19 @@ def _blocks(normalise=True, axis=1, mask=-np.inf, temperature=True, order="posit
                 return tf.where(eye, -np.inf, block)
             return block - mask * tf.cast(eye, block.dtype)
 
-        aa = masked(tf.matmul(a, a, transpose_b=True) / t)
-        bb = masked(tf.matmul(b, b, transpose_b=True) / t)
-        ab = tf.matmul(a, b, transpose_b=True) / t
-        ba = tf.transpose(ab)
+        def dot(p, q):                             # every row of p with every row of q
+            if product == "einsum":
+                return tf.einsum("id,jd->ij", p, q)
+            if product == "broadcast":
+                return tf.reduce_sum(p[:, None, :] * q[None, :, :], axis=-1)
+            if product == "keras.ops":
+                return keras.ops.matmul(p, keras.ops.transpose(q))
+            return tf.matmul(p, q, transpose_b=True)
+
+        aa = masked(dot(a, a) / t)
+        bb = masked(dot(b, b) / t)
+        ab = dot(a, b) / t
+        ba = tf.transpose(ab) if product == "matmul" else dot(b, a) / t
         if order == "positive first":
             la, lb, labels = tf.concat([ab, aa], 1), tf.concat([ba, bb], 1), tf.range(n)
         else:                                      # [aa | ab] but the positive still taken at i
@@ -85,9 +89,17 @@ def test_nt_xent_blocks_reference_passes():
     assert check("13.nt_xent_blocks", _blocks(mask=1e9)).ok      # SimCLR's LARGE_NUM mask: right too
 
 
+@pytest.mark.parametrize("product", ["einsum", "broadcast", "keras.ops"])
+def test_nt_xent_blocks_right_in_other_styles_passes(product):
+    """Float32 noise is not a mistake: at identical views (tau 0.05) the float32 gradient is mostly
+    rounding, and an einsum or a broadcast product rounds differently from matmul."""
+    report = check("13.nt_xent_blocks", _blocks(product=product))
+    assert report.ok, str(report)
+
+
 @pytest.mark.parametrize("wrong", BLOCKS_WRONG)
 def test_nt_xent_blocks_wrong_answers_are_rejected(wrong):
-    _rejected("13.nt_xent_blocks", *BLOCKS_WRONG[wrong])
+    rejected("13.nt_xent_blocks", *BLOCKS_WRONG[wrong])
 
 
 # -- 13.learned_temperature_step ------------------------------------------------------------------
@@ -101,14 +113,15 @@ def _nt_xent(z1, z2, temperature):
 
 
 def _make(learn=True, parametrise="log", same_view=False, stop_view=False, applies=1,
-          compiled=True, returns="before", fixed_tau=None, one_pass=False):
+          compiled=True, returns="before", fixed_tau=None, one_pass=False, build=True):
     """A learned-temperature step factory, right by default; each argument plants one mistake."""
     def factory(model, optimizer, initial_temperature):
         tau0 = fixed_tau or initial_temperature
         start = np.log(tau0) if parametrise == "log" else tau0
         t = tf.Variable(start, dtype=tf.float32, trainable=learn)
         variables = model.trainable_variables + ([t] if learn else [])
-        optimizer.build(variables)
+        if build:                                    # else: the slots are made on the first call
+            optimizer.build(variables)
 
         def step(x1, x2):
             with tf.GradientTape() as tape:
@@ -156,6 +169,12 @@ def test_learned_temperature_step_reference_passes():
     assert check("13.learned_temperature_step", _make(one_pass=True)).ok   # one pass on both views
 
 
+def test_learned_temperature_step_accepts_an_optimizer_built_on_first_use():
+    """The first call then creates the slots and TF traces it twice: that is not a retrace."""
+    report = check("13.learned_temperature_step", _make(build=False))
+    assert report.ok, str(report)
+
+
 @pytest.mark.parametrize("wrong", STEP_WRONG)
 def test_learned_temperature_step_wrong_answers_are_rejected(wrong):
-    _rejected("13.learned_temperature_step", *STEP_WRONG[wrong])
+    rejected("13.learned_temperature_step", *STEP_WRONG[wrong])

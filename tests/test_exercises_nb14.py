@@ -1,13 +1,13 @@
 """Notebook 14's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names what is wrong (at least six per exercise, one almost right:
 a stop_gradient that makes it first-order changes no value, only the gradient through it)."""
-import re
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
+from exercise_helpers import rejected
 
 
 def forward(params, x):                       # the notebook's functional MLP
@@ -19,12 +19,6 @@ def forward(params, x):                       # the notebook's functional MLP
 
 def mse(params, x, y):
     return tf.reduce_mean(tf.square(forward(params, x) - y), axis=[-2, -1])
-
-
-def _rejected(key, fn, message):
-    report = check(key, fn)
-    assert not report.ok
-    assert any(re.search(message, p) for p in report.problems), str(report)
 
 
 # -- 14.inner_steps -------------------------------------------------------------------------------
@@ -94,7 +88,7 @@ def test_inner_steps_with_a_keras_style_loss_passes():
 
 @pytest.mark.parametrize("wrong", INNER_WRONG)
 def test_inner_steps_wrong_answers_are_rejected(wrong):
-    _rejected("14.inner_steps", *INNER_WRONG[wrong])
+    rejected("14.inner_steps", *INNER_WRONG[wrong])
 
 
 # -- 14.meta_gradient -----------------------------------------------------------------------------
@@ -162,7 +156,7 @@ def test_meta_gradient_reference_passes():
 
 @pytest.mark.parametrize("wrong", META_WRONG)
 def test_meta_gradient_wrong_answers_are_rejected(wrong):
-    _rejected("14.meta_gradient", *META_WRONG[wrong])
+    rejected("14.meta_gradient", *META_WRONG[wrong])
 
 
 def test_the_second_order_term_is_large_enough_to_tell_first_order_apart():

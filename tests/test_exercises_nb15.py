@@ -1,7 +1,6 @@
 """Notebook 15's exercises: the reference solutions pass, and wrong answers of each kind are
 rejected with a message that names the case where they go wrong (at least six per exercise,
 some almost right)."""
-import re
 
 import keras
 import numpy as np
@@ -9,12 +8,7 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-
-
-def _rejected(key, fn, message):
-    report = check(key, fn)
-    assert not report.ok, f"accepted: {report}"
-    assert any(re.search(message, p) for p in report.problems), str(report)
+from exercise_helpers import rejected
 
 
 # -- 15.returns -----------------------------------------------------------------------------------
@@ -90,7 +84,7 @@ def test_returns_reference_passes():
 
 @pytest.mark.parametrize("wrong", RETURNS_WRONG)
 def test_returns_wrong_answers_are_rejected(wrong):
-    _rejected("15.returns", *RETURNS_WRONG[wrong])
+    rejected("15.returns", *RETURNS_WRONG[wrong])
 
 
 # -- 15.dqn_loss ----------------------------------------------------------------------------------
@@ -158,4 +152,4 @@ def test_dqn_loss_reference_passes():
 
 @pytest.mark.parametrize("wrong", DQN_WRONG)
 def test_dqn_loss_wrong_answers_are_rejected(wrong):
-    _rejected("15.dqn_loss", *DQN_WRONG[wrong])
+    rejected("15.dqn_loss", *DQN_WRONG[wrong])

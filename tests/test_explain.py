@@ -39,7 +39,8 @@ def test_a_variable_created_on_every_call_gets_its_hint():
         text = explain(e)
     else:
         pytest.fail("a tf.Variable made inside a tf.function on each call did not raise")
-    assert text.startswith("ValueError: ") and "create it once, outside the step" in text, text
+    assert text.startswith("ValueError. Hint: ") and "create it once, outside the step" in text, text
+    assert "begins: tf.function only supports singleton" in text, text
 
 
 def test_a_long_message_is_cut_and_an_empty_one_leaves_the_type():
@@ -48,3 +49,19 @@ def test_a_long_message_is_cut_and_an_empty_one_leaves_the_type():
     assert explain(KeyError()) == "KeyError"
     assert explain(RuntimeError("first line\nsecond line\nthird line")) == (
         "RuntimeError: first line second line")
+
+
+def test_a_python_if_on_a_tensor_leads_with_the_hint_and_drops_tensorflows_general_advice():
+    @tf.function
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+    try:
+        tf.function(f.python_function, autograph=False)(tf.constant(1.0))
+    except Exception as e:  # noqa: BLE001
+        text = explain(e)
+    else:
+        pytest.fail("a Python if on a symbolic tensor did not raise")
+    assert text.startswith("OperatorNotAllowedInGraphError. Hint: a Python `if`"), text
+    assert "Eager execution" not in text and "as a Python `bool` is not allowed." in text, text
