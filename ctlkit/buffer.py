@@ -8,7 +8,7 @@ the history; nothing is lost on the way (see its docstring).
 """
 from __future__ import annotations
 
-from .values import PLAIN_TYPES, check_first, gather
+from .values import PLAIN_TYPES, VARIABLE_TYPES, check_first, gather, read_variables
 
 
 class Buffer:
@@ -27,6 +27,12 @@ class Buffer:
             raise ValueError("log() got no values; pass loss=..., grad_norm=..., "
                              "layer_norms={...} or any scalar by name (accuracy=...)")
         plain, known = PLAIN_TYPES, self.known   # the fast path: types and keys seen before
+        if (scalars and VARIABLE_TYPES and known.issuperset(scalars)
+                and not plain.issuperset(map(type, scalars.values()))):
+            scalars = read_variables(scalars)    # a variable seen before: its value now
+        if (layer_norms and VARIABLE_TYPES and self.known_layers and isinstance(layer_norms, dict)
+                and not plain.issuperset(map(type, layer_norms.values()))):
+            layer_norms = read_variables(layer_norms)   # the same for a layer's norm
         if not (type(loss) in plain and type(grad_norm) in plain
                 and (loss is None or "loss" in known)
                 and (grad_norm is None or "grad_norm" in known)

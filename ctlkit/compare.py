@@ -139,6 +139,11 @@ def factor_words(c) -> str:
     return f"{c:.4g}"
 
 
+def _simple(c) -> bool:
+    """c is a whole number or one over a whole number (2, 1/8, 32768, -1)."""
+    return any(round(v) != 0 and abs(v - round(v)) < 1e-3 * abs(v) for v in (c, 1.0 / c))
+
+
 def _part(slack, key):
     """The slack of one item of a dict, tuple or list (None when slack does not have it)."""
     try:
@@ -200,6 +205,8 @@ def compare(got, want, *, where="the result", rtol=1e-5, atol=1e-6, slack=None) 
             size = "max |difference| " + (str(diff[idx]) if diff.dtype == object
                                           else f"{float(diff[idx]):.3g}")
         c = factor(g, w) if g.dtype.kind in "biuf" and w.dtype.kind in "biuf" and g.size > 0 else None
+        if c is not None and g.size == 1 and not _simple(c):
+            c = None             # one number over another is always "a factor": only name a simple one
         times = (f"; yours is {factor_words(c)} times the expected"
                  + (", in every entry" if g.size > 1 else "")) if c else ""
         problems.append(f"{where} differs: {size}{at} (yours {_fmt(g[idx])}, "

@@ -86,6 +86,16 @@ class Envelope:
         idx[1:-1:2], idx[2:-1:2] = np.minimum(lo, hi), np.maximum(lo, hi)
         return idx[np.concatenate([[True], idx[1:] != idx[:-1]])]
 
+    def extremes(self, values, which: str) -> np.ndarray:
+        """Indices of one side only, in order: the first and last value and each bucket's
+        smallest (``which="lo"``) or largest (``"hi"``) value: a band's lower or upper edge."""
+        n = len(values)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        lo, hi, _, _ = self._with_tail(values)
+        idx = np.concatenate([[0], lo if which == "lo" else hi, [n - 1]]).astype(np.int64)
+        return idx[np.concatenate([[True], idx[1:] != idx[:-1]])]
+
     def means(self, values, window: int):
         """(index of each bucket's last value, mean of the finite values among the ``window``
         or so values that end there): a trailing mean, NaN where no value is finite."""

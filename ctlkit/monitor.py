@@ -16,7 +16,12 @@ would run once, while tracing, so it raises there: call it from the Python loop.
 Throttle: redraw when ``now - last >= max(every, last_cost / draw_budget)``, ``last_cost`` being
 what the previous redraw cost. At a redraw the sink (``sinks.py``) draws the picture with its own
 plotter, where a full draw (new axis limits, several blits' cost) follows the same rule on its
-own clock. ``overhead()`` says what it all cost.
+own clock. Start-up (the widget, matplotlib's fonts) and the full draws for a new panel or curve
+are one-off (``startup_seconds``): they do not stretch the wait, since that would leave the live
+plot blank for a while, but they are counted. ``overhead()`` says what it all cost: every second
+spent in the monitor's calls, start-up, first draw and close() included, over the loop's time.
+A picture holds a bounded number of curves (``History.panels``: eight per group and one band for
+the rest), so no draw grows with the number of layers logged.
 
 A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with its step;
 ``stop_on_nonfinite=True`` also ends the run there (one device sync per step). An interrupt ends
@@ -64,7 +69,8 @@ class Monitor:
         self._in_with, self._sigint = False, SigintNote()
         self._last_flush, self._wait = 0.0, self.every   # the last redraw's end; the wait after it
         self._spent = self.redraw_seconds = 0.0   # in the monitor in all; the last redraw
-        self.startup_seconds = 0.0       # one-off: widget creation, matplotlib warm-up, layout
+        self.startup_seconds = 0.0       # one-off: widget, matplotlib warm-up, layout (in _spent)
+        self.close_seconds = 0.0         # close(): the final picture (in _spent too)
         self._image = self.picture = None  # what show() was given; PNG bytes of the last shown
 
     # -- the loop calls these ---------------------------------------------------------------
@@ -142,13 +148,14 @@ class Monitor:
         self.sink.send(self)                     # the sink draws and shows
         self.redraws += 1
         self._last_flush = time.perf_counter()
-        # a new panel or line (a layout change) is one-off, like start-up
+        # a new panel or line (a layout change) is one-off, like start-up: counted in the
+        # overhead, not in the wait (bounded: a picture holds a bounded number of curves)
         one_off = self._last_flush - d0 if p is not None and p.layout_changes != layouts else 0.0
         cost = self._last_flush - t0 - one_off
         self._wait = max(self.every, cost / self.draw_budget)   # the throttle, whole
         self.redraw_seconds = cost
         self.startup_seconds += one_off
-        self._spent += cost
+        self._spent += cost + one_off
         self._raise_if_nonfinite()
 
     def close(self):
@@ -157,12 +164,17 @@ class Monitor:
             return
         if self._started is None:
             self._start()
-        self._closed, self._ended = True, time.perf_counter()
+        self._closed, t0 = True, time.perf_counter()
         try:
             self._convert()      # may raise for a value it cannot read, after keeping the rest
             self._picture()
         finally:
-            self.sink.close(self)                # the final picture, drawn by the sink
+            try:
+                self.sink.close(self)            # the final picture, drawn by the sink
+            finally:                             # the loop's thread waited for it too
+                self._ended = time.perf_counter()
+                self.close_seconds = self._ended - t0
+                self._spent += self.close_seconds
 
     def __enter__(self):
         if self._in_with and not self._closed:
@@ -201,14 +213,25 @@ class Monitor:
         return None if not self.total_steps else min(1.0, self.step / self.total_steps)
 
     def elapsed(self) -> float:
-        """Seconds from the first step to now, or to close()."""
+        """Seconds from the monitor's first call (its start-up included) to now, or to the end
+        of close()."""
         end = self._ended or time.perf_counter()
         return 0.0 if self._started is None else end - self._started
 
     def overhead(self) -> float:
-        """Share of the loop's wall time spent in log/flush/redraw (start-up excluded)."""
+        """Share of the loop's wall time (``elapsed()``) spent in the monitor: start-up, every
+        log/log_epoch/show/flush, every redraw (the first and those for a new panel included)
+        and close(). ``spent_seconds`` is that time in seconds; ``startup_seconds`` and
+        ``close_seconds`` are its one-off parts. The throttle keeps the redraws after the first within ``draw_budget``, all but
+        the last (no wait follows it); log() adds its own cost, about 1-2 us a value (some tens
+        of us to read a variable); the one-offs are a fixed cost, a large share of a short run."""
         wall = self.elapsed()
         return self._spent / wall if wall > 0 else 0.0
+
+    @property
+    def spent_seconds(self) -> float:
+        """Seconds spent in the monitor's calls in all (``overhead() * elapsed()``)."""
+        return self._spent
 
     def status_line(self, final: bool = False) -> str:
         return status_line(self, final)
@@ -226,8 +249,10 @@ class Monitor:
         t0 = time.perf_counter()
         if hasattr(self.sink, "start"):
             self.sink.start(self)                # a widget, a plotter: one-off
-        self._started = self._last_flush = time.perf_counter()
-        self.startup_seconds = self._started - t0
+        self._started = t0                       # the loop's time runs from here: start-up in it
+        self._last_flush = time.perf_counter()
+        self.startup_seconds = self._last_flush - t0
+        self._spent += self.startup_seconds
 
     def _convert(self):
         """Buffered values into the history (``Buffer.drain``), watched until the first NaN/Inf."""

@@ -31,6 +31,7 @@ _TRACED = ("{key} is a symbolic tensor: monitor.log() was called inside a tf.fun
 _KINDS = {}          # type -> "none", "number", "tensor", "array", "variable", "symbolic", "bad"
 PLAIN_TYPES = {type(None), float, int, bool}  # types that log() may buffer as they are
 _NUMBERS = {type(None), float, int, bool}  # ... of which NumPy converts a list in one call
+VARIABLE_TYPES = set()  # types that log() reads at once (a variable changes after the call)
 _BAD = (str, bytes, bytearray, complex, np.complexfloating, list, tuple, dict, set, frozenset)
 
 
@@ -59,7 +60,18 @@ def _kind(t) -> str:
             PLAIN_TYPES.add(t)
         if kind == "number":
             _NUMBERS.add(t)
+        if kind == "variable":
+            VARIABLE_TYPES.add(t)
     return kind
+
+
+def read_variables(scalars: dict) -> dict:
+    """``scalars`` with each variable (a type ``admit`` has seen) replaced by its value now, a
+    tensor: log()'s fast path for ``learning_rate=optimizer.learning_rate``, one read a step."""
+    import tensorflow as tf                      # a variable exists, so TF is loaded
+
+    return {k: tf.convert_to_tensor(v) if type(v) in VARIABLE_TYPES else v
+            for k, v in scalars.items()}
 
 
 def admit(key, v, now: bool):

@@ -138,3 +138,38 @@ def test_variables_and_arrays_are_read_when_logged_not_when_drawn():
     assert m.history["scale"].tolist() == [1.0, 2.0, 3.0]
     assert m.history["count"].tolist() == [5.0, 6.0, 7.0]
 
+
+
+def test_a_variable_seen_before_is_read_on_the_fast_path(monkeypatch):
+    # learning_rate=optimizer.learning_rate at every step (notebook 00): after its first value
+    # the variable is read (its value now) without the first-value checks of every key
+    import ctlkit.buffer as buffer
+
+    v, kv = tf.Variable(0.1), keras.Variable(1.0)
+    m = Monitor(sink="null", every=3600)
+    m.log(loss=tf.constant(1.0), lr=v, scale=kv)
+    m.log(loss=tf.constant(1.0), lr=v, scale=kv)  # the tensor type it converts to, seen once
+    slow = []
+    real = buffer.check_first
+    monkeypatch.setattr(buffer, "check_first", lambda *a: slow.append(1) or real(*a))
+    for _ in range(3):
+        v.assign(2 * v)
+        kv.assign_add(1.0)
+        m.log(loss=tf.constant(1.0), lr=v, scale=kv)
+    m.close()
+    assert slow == []
+    np.testing.assert_allclose(m.history["lr"], [0.1, 0.1, 0.2, 0.4, 0.8], rtol=1e-6)
+    assert m.history["scale"].tolist() == [1.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_variable_among_the_layer_norms_is_read_at_each_log():
+    # found on the way (issue 23): after the first log(), layer_norms took the fast path, which
+    # kept a variable itself, so every step showed its value at the next redraw
+    v = tf.Variable(1.0)
+    m = Monitor(sink="null", every=3600)
+    for _ in range(3):
+        m.log(loss=1.0, layer_norms={"a": v, "b": tf.constant(0.5)})
+        v.assign_add(1.0)
+    m.close()
+    assert m.history["layer/a"].tolist() == [1.0, 2.0, 3.0]
+    assert m.history["layer/b"].tolist() == [0.5, 0.5, 0.5]

@@ -160,3 +160,10 @@ def test_a_result_off_by_an_exact_factor_says_the_factor(c, words):
 def test_no_factor_where_there_is_none(got):
     """Not one factor for every entry, all zero, or a NaN: no factor is claimed."""
     assert factor(np.array(got), np.array([1.0, 2.0])) is None
+
+
+def test_a_single_number_names_only_a_simple_factor():
+    assert compare(np.float32(6.0), np.float32(3.0))[0].endswith("yours is 2 times the expected.")
+    assert "times the expected" not in compare(np.float32(2.806), np.float32(3.0))[0]
+    assert compare(np.array([1.7, 3.4]), np.array([1.0, 2.0]))[0].endswith(
+        "yours is 1.7 times the expected, in every entry.")          # a pattern over several entries

@@ -1,12 +1,14 @@
 """Notebook 01's exercises: the reference solutions pass, and wrong answers of each kind are
-rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
+rejected with a message that names what is wrong (at least four per exercise, one almost right),
+and right answers written in other styles pass."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
+from exercise_helpers import accepted, rejected
 
 
 # -- 01.grad_x2_sin -------------------------------------------------------------------------------
@@ -137,3 +139,208 @@ def test_smooth_abs_reference_passes():
 @pytest.mark.parametrize("wrong", SMOOTH_WRONG)
 def test_smooth_abs_wrong_answers_are_rejected(wrong):
     rejected("01.smooth_abs", *SMOOTH_WRONG[wrong])
+
+
+# -- right answers written in other styles pass -----------------------------------------------------
+def _grad_forward_mode(x):
+    """Forward mode: a tangent of ones gives the elementwise derivative at once."""
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+        y = x**2 * tf.sin(x)
+    return acc.jvp(y)
+
+
+def _grad_persistent_keras(x):
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = keras.ops.multiply(keras.ops.square(x), keras.ops.sin(x))
+    return tape.gradient(y, x)
+
+
+def _second_persistent(x):
+    """One persistent tape records its own first gradient: no nesting needed."""
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x)
+        y = tf.tanh(x)
+        dy = tape.gradient(y, x)
+    return tape.gradient(dy, x)
+
+
+def _second_forward_over_back(x):
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as acc:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.tanh(x)
+        dy = tape.gradient(y, x)
+    return acc.jvp(dy)
+
+
+def _second_variable(x):
+    v = tf.Variable(x)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = keras.ops.tanh(v)
+        dy = inner.gradient(y, v)
+    return outer.gradient(dy, v)
+
+
+GRAD_RIGHT = {"forward mode (ForwardAccumulator)": _grad_forward_mode,
+              "a persistent tape and keras.ops": _grad_persistent_keras}
+SECOND_RIGHT = {"one persistent tape, its gradient recorded": _second_persistent,
+                "forward over backward": _second_forward_over_back,
+                "a variable and keras.ops": _second_variable}
+SMOOTH_RIGHT = {
+    "keras.ops": lambda x: keras.ops.sqrt(keras.ops.square(x) + 1.0) - 1.0,
+    "the cancellation-free form": lambda x: x * x / (tf.sqrt(x * x + 1.0) + 1.0),
+    "tf.math.expm1 of a log1p (another order)": lambda x: tf.math.expm1(
+        0.5 * tf.math.log1p(tf.square(x))),
+}
+
+
+@pytest.mark.parametrize("style", GRAD_RIGHT)
+def test_grad_x2_sin_right_answers_in_other_styles_pass(style):
+    accepted("01.grad_x2_sin", GRAD_RIGHT[style])
+
+
+@pytest.mark.parametrize("style", SECOND_RIGHT)
+def test_second_derivative_right_answers_in_other_styles_pass(style):
+    accepted("01.second_derivative_tanh", SECOND_RIGHT[style])
+
+
+@pytest.mark.parametrize("style", SMOOTH_RIGHT)
+def test_smooth_abs_right_answers_in_other_styles_pass(style):
+    accepted("01.smooth_abs", SMOOTH_RIGHT[style])
+
+
+# -- 01.hessian_diagonal --------------------------------------------------------------------------
+def _nested(f, x, persistent=False):
+    """(outer tape, gradient g of f at x), g computed while the outer tape records."""
+    outer = tf.GradientTape(persistent=persistent)
+    with outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+    return outer, g
+
+
+def hessian_diagonal_right(f, x):
+    outer, g = _nested(f, x)
+    return tf.linalg.diag_part(outer.jacobian(g, x))
+
+
+def _hessian_loop(f, x):
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+        entries = [g[i] for i in range(x.shape[0])]      # sliced while the outer tape records
+    return tf.stack([outer.gradient(g_i, x)[i] for i, g_i in enumerate(entries)])
+
+
+def _hessian_hvp_unit_vectors(f, x):
+    out = []
+    for i in range(x.shape[0]):
+        e = tf.one_hot(i, x.shape[0], dtype=x.dtype)
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = f(x)
+            g_dot_e = tf.reduce_sum(inner.gradient(y, x) * e)
+        out.append(tf.reduce_sum(outer.gradient(g_dot_e, x) * e))     # e . (H e) = H[i, i]
+    return tf.stack(out)
+
+
+def _hessian_forward_over_back(f, x):
+    out = []
+    for i in range(x.shape[0]):
+        with tf.autodiff.ForwardAccumulator(x, tf.one_hot(i, x.shape[0], dtype=x.dtype)) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = f(x)
+            g = tape.gradient(y, x)
+        out.append(acc.jvp(g)[i])
+    return tf.stack(out)
+
+
+def _hessian_variable_keras(f, x):
+    v = tf.Variable(x)
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            y = f(v)
+        g = inner.gradient(y, v)
+    return keras.ops.diagonal(outer.jacobian(g, v))
+
+
+@tf.function
+def _hessians_in_a_graph(f, x):
+    return tf.linalg.diag_part(tf.hessians(f(x), x)[0])
+
+
+def _hessian_row_sums(f, x):              # Ex. 2 copied: the gradient of sum(g)
+    outer, g = _nested(f, x)
+    return outer.gradient(g, x)
+
+
+def _hessian_full(f, x):
+    outer, g = _nested(f, x)
+    return outer.jacobian(g, x)
+
+
+def _hessian_gradient_only(f, x):
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    return tape.gradient(y, x)
+
+
+def _hessian_outer_not_recording(f, x):
+    with tf.GradientTape() as inner:
+        inner.watch(x)
+        y = f(x)
+    g = inner.gradient(y, x)
+    with tf.GradientTape() as outer:       # opened after g was computed: it saw nothing
+        outer.watch(x)
+        g = tf.identity(g)
+    return tf.linalg.diag_part(outer.jacobian(g, x, unconnected_gradients="zero"))
+
+
+HESSIAN_RIGHT = {
+    "the Jacobian of the gradient, then its diagonal": hessian_diagonal_right,
+    "a loop over the entries, one persistent tape": _hessian_loop,
+    "Hessian-vector products with unit vectors": _hessian_hvp_unit_vectors,
+    "forward over backward, a unit tangent per entry": _hessian_forward_over_back,
+    "a tf.Variable and keras.ops.diagonal": _hessian_variable_keras,
+    "tf.hessians inside a tf.function": lambda f, x: _hessians_in_a_graph(f, x),
+}
+
+HESSIAN_WRONG = {
+    "Ex. 2 copied: outer.gradient of the gradient (almost right)": (
+        _hessian_row_sums, r"logsumexp.*yours is the Hessian's row sums"),
+    "the whole Hessian": (_hessian_full, r"shape of the whole Hessian.*diag_part"),
+    "the gradient, not the second derivative": (
+        _hessian_gradient_only, r"yours is the gradient \(first derivatives\)"),
+    "the outer tape opened after the inner gradient": (
+        _hessian_outer_not_recording, r"differs"),
+    "tf.hessians in eager mode": (
+        lambda f, x: tf.hessians(f(x), x)[0], r"raised RuntimeError.*GradientTape"),
+    "the sign flipped": (lambda f, x: -hessian_diagonal_right(f, x), r"-1 times the expected"),
+    "returns a NumPy array": (lambda f, x: hessian_diagonal_right(f, x).numpy(),
+                              r"returned a ndarray, not a tensor"),
+    "computed in float32": (
+        lambda f, x: tf.cast(hessian_diagonal_right(f, x), tf.float32),
+        r"dtype float32, expected float64"),
+}
+
+
+@pytest.mark.parametrize("style", HESSIAN_RIGHT)
+def test_hessian_diagonal_right_answers_pass(style):
+    accepted("01.hessian_diagonal", HESSIAN_RIGHT[style])
+
+
+@pytest.mark.parametrize("wrong", HESSIAN_WRONG)
+def test_hessian_diagonal_wrong_answers_are_rejected(wrong):
+    rejected("01.hessian_diagonal", *HESSIAN_WRONG[wrong])

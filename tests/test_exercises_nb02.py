@@ -1,5 +1,6 @@
 """Notebook 02's exercises: the reference solutions pass, and wrong answers of each kind are
-rejected with a message that names what is wrong (at least four per exercise, one almost right)."""
+rejected with a message that names what is wrong (at least four per exercise, one almost right),
+and right answers written in other styles pass."""
 
 import keras
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
+from exercise_helpers import accepted, rejected
 
 
 # -- 02.standardizer ------------------------------------------------------------------------------
@@ -109,3 +110,46 @@ def test_huber_reference_passes():
 @pytest.mark.parametrize("wrong", HUBER_WRONG)
 def test_huber_wrong_answers_are_rejected(wrong):
     rejected("02.huber", *HUBER_WRONG[wrong])
+
+
+# -- right answers written in other styles pass -----------------------------------------------------
+def _decorated():
+    @tf.function(input_signature=[tf.TensorSpec(shape=(None, 8))])     # float32 is the default
+    def standardize(x):
+        return standardize_rows(x)
+    return standardize
+
+
+STANDARDIZER_RIGHT = {
+    "the decorator on a wrapper, dtype left to its default": _decorated,
+    "a lambda around standardize_rows": lambda: tf.function(
+        lambda x: standardize_rows(x), input_signature=[tf.TensorSpec([None, 8], tf.float32)]),
+    "any width too, [None, None]": _with(input_signature=[tf.TensorSpec([None, None], tf.float32)]),
+    "an input_signature with reduce_retracing=True as well": _with(
+        input_signature=[tf.TensorSpec([None, 8], tf.float32)], reduce_retracing=True),
+}
+
+
+def _huber_minimum(err, delta=1.0):
+    """0.5 * m**2 + delta * (|e| - m), m = min(|e|, delta): one formula, no branch."""
+    m = tf.minimum(tf.abs(err), delta)
+    return 0.5 * m * m + delta * (tf.abs(err) - m)
+
+
+HUBER_RIGHT = {
+    "keras.ops": lambda e, d=1.0: keras.ops.where(keras.ops.abs(e) <= d, 0.5 * e * e,
+                                                 d * (keras.ops.abs(e) - 0.5 * d)),
+    "tf.minimum, no choice at all": _huber_minimum,
+    "the test turned round (|e| > delta picks the linear branch)": lambda e, d=1.0: tf.where(
+        tf.abs(e) > d, d * tf.abs(e) - 0.5 * d * d, 0.5 * tf.square(e)),
+}
+
+
+@pytest.mark.parametrize("style", STANDARDIZER_RIGHT)
+def test_standardizer_right_answers_in_other_styles_pass(style):
+    accepted("02.standardizer", STANDARDIZER_RIGHT[style])
+
+
+@pytest.mark.parametrize("style", HUBER_RIGHT)
+def test_huber_right_answers_in_other_styles_pass(style):
+    accepted("02.huber", HUBER_RIGHT[style])

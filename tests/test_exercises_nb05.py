@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
+from exercise_helpers import accepted, rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -63,8 +63,32 @@ COMBINE_WRONG = {
 }
 
 
-def test_combine_reference_passes():
-    assert check("05.combine", combine_right).ok
+def combine_loop(grads, sizes):               # a Python loop over the micro-batches
+    total = tf.zeros_like(grads[0])
+    for k in range(grads.shape[0]):
+        total += tf.cast(sizes[k], grads.dtype) * grads[k]
+    return total / tf.cast(tf.reduce_sum(sizes), grads.dtype)
+
+
+def combine_keras_ops(grads, sizes):          # keras.ops, the weights broadcast by expand_dims
+    w = keras.ops.cast(sizes, "float32")
+    for _ in range(len(grads.shape) - 1):
+        w = keras.ops.expand_dims(w, -1)
+    return keras.ops.sum(w * grads, axis=0) / keras.ops.sum(w)
+
+
+def combine_einsum(grads, sizes):             # einsum over the first axis
+    w = tf.cast(sizes, grads.dtype)
+    return tf.einsum("k,k...->...", w / tf.reduce_sum(w), grads)
+
+
+COMBINE_RIGHT = {"tensordot": combine_right, "a Python loop": combine_loop,
+                 "keras.ops": combine_keras_ops, "einsum": combine_einsum}
+
+
+@pytest.mark.parametrize("right", COMBINE_RIGHT)
+def test_combine_right_answers_pass(right):
+    accepted("05.combine", COMBINE_RIGHT[right])
 
 
 @pytest.mark.parametrize("wrong", COMBINE_WRONG)
@@ -72,79 +96,108 @@ def test_combine_wrong_answers_are_rejected(wrong):
     rejected("05.combine", *COMBINE_WRONG[wrong])
 
 
-# -- 05.accumulating_step -------------------------------------------------------------------------
-def _make(divide="n", zero=True, reset=True, every_call=False, n_fixed=None, build=True,
-          compiled=True, returns="loss", style="apply_gradients"):
-    """An accumulating-step factory, right by default; each argument plants one mistake."""
+# -- 05.weighted_accumulation ---------------------------------------------------------------------
+per_example_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+
+def _make(part="sum w*loss", zero_total=True, zero_sums=True, reset=True, n_fixed=None, build=True,
+          compiled=True, returns="weighted mean", style="tf.cond", apply="apply_gradients"):
+    """A weighted accumulating-step factory, right by default; each argument a style or a slip."""
     def factory(model, optimizer, n_accum):
-        n = n_fixed or n_accum
+        n_acc = n_fixed or n_accum
         if build:
             optimizer.build(model.trainable_variables)
         sums = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
+        total = tf.Variable(0.0, trainable=False)
         count = tf.Variable(0, trainable=False)
 
-        def apply():
-            d = {"n": n, "one": 1}[divide]
-            if style == "apply":                    # Keras 3's optimizer.apply(grads, variables)
-                optimizer.apply([s / d for s in sums], model.trainable_variables)
+        def apply_window():
+            grads = [s / total for s in sums] if part != "sum, undivided" else [s + 0.0 for s in sums]
+            if apply == "apply":
+                optimizer.apply(grads, model.trainable_variables)
             else:
-                optimizer.apply_gradients(zip([s / d for s in sums], model.trainable_variables))
-            if zero:
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            if zero_sums:
                 for s in sums:
                     s.assign(tf.zeros_like(s))
+            if zero_total:
+                total.assign(0.0)
             if reset:
                 count.assign(0)
             return tf.constant(True)
 
-        def step(x, y):
+        def step(x, y, w):
+            n = tf.cast(tf.shape(x)[0], tf.float32)
             with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            if every_call:
-                optimizer.apply_gradients(zip([g / n for g in grads], model.trainable_variables))
-                return loss
+                logits = model(x, training=True)
+                losses = per_example_loss(y, logits)
+                if part in ("sum w*loss", "sum, undivided"):
+                    contribution, weight = tf.reduce_sum(w * losses), tf.reduce_sum(w)
+                elif part == "keras sample_weight x n":     # loss_fn divides sum(w * loss) by n
+                    contribution, weight = loss_fn(y, logits, sample_weight=w) * n, tf.reduce_sum(w)
+                elif part == "weighted mean x sum(w)":
+                    wm = keras.ops.sum(w * losses) / keras.ops.sum(w)
+                    contribution, weight = wm * keras.ops.sum(w), keras.ops.sum(w)
+                elif part == "examples (section 3)":
+                    contribution, weight = loss_fn(y, logits, sample_weight=w) * n, n
+                elif part == "mean of means":
+                    contribution, weight = tf.reduce_sum(w * losses) / tf.reduce_sum(w), 1.0
+                elif part == "unweighted":
+                    contribution, weight = tf.reduce_sum(losses), n
+            grads = tape.gradient(contribution, model.trainable_variables)
             for s, g in zip(sums, grads):
                 s.assign_add(g)
+            total.assign_add(weight)
             count.assign_add(1)
-            if style == "autograph if":               # AutoGraph turns it into a tf.cond
-                if count == n:
-                    apply()
+            if style == "autograph if":
+                if count >= n_acc:
+                    apply_window()
             else:
-                tf.cond(tf.equal(count, n), apply, lambda: tf.constant(False))
-            return loss if returns == "loss" else count
+                tf.cond(count >= n_acc, apply_window, lambda: tf.constant(False))
+            if returns == "weighted mean":
+                return tf.reduce_sum(w * losses) / tf.reduce_sum(w)
+            return tf.reduce_mean(losses)
         return tf.function(step) if compiled else step
     return factory
 
 
-ACCUMULATING_WRONG = {
-    "applies the sum, not the average": (_make(divide="one"), r"window 1\): applies.*differs"),
-    "never zeroes the sums (almost right: the first update is right)": (
-        _make(zero=False), r"micro-batch 6 \(window 2\): applies.*differs"),
-    "never resets the counter: a single update": (
-        _make(reset=False), r"micro-batch 6 \(window 2\): applies.*(unchanged|differs)"),
-    "small steps of g / n on every call": (_make(every_call=True), r"micro-batch 1 .*nothing may change.*differs"),
+WEIGHTED_RIGHT = {
+    "gradient of sum(w * loss), divided by sum(w)": _make(),
+    "loss_fn with sample_weight, times the micro-batch size": _make(part="keras sample_weight x n"),
+    "keras.ops weighted mean times sum(w), an AutoGraph if": _make(part="weighted mean x sum(w)",
+                                                                   style="autograph if"),
+    "optimizer not built in advance, optimizer.apply": _make(build=False, apply="apply"),
+}
+
+WEIGHTED_WRONG = {
+    "section 3's trainer: weights by example count (right for weights of 1)": (
+        _make(part="examples (section 3)"), r"number of examples .* sum of the weights"),
+    "the mean of the micro-batches' weighted means": (
+        _make(part="mean of means"), r"equal say"),
+    "ignores the weights": (_make(part="unweighted"), r"ignores the weights"),
+    "never zeroes the weight total (almost right: the first window is right)": (
+        _make(zero_total=False), r"not the sum of the weights"),
+    "never zeroes the gradient sums": (_make(zero_sums=False), r"micro-batch 6 .* differs"),
+    "applies the sum, undivided": (_make(part="sum, undivided"), r"window 1\): applies.*differs"),
     "n_accum fixed at 3": (_make(n_fixed=3), r"n_accum=2, micro-batch 2 .*(unchanged|differs)"),
-    "returns the counter, not the loss": (_make(returns="count"), r"value your step returned"),
+    "returns the unweighted mean loss": (_make(returns="mean"), r"value your step returned differs"),
     "not compiled": (_make(compiled=False), r"@tf.function"),
 }
 
 
-def test_accumulating_step_reference_passes():
-    assert check("05.accumulating_step", _make()).ok
+@pytest.mark.parametrize("right", WEIGHTED_RIGHT)
+def test_weighted_accumulation_right_answers_pass(right):
+    accepted("05.weighted_accumulation", WEIGHTED_RIGHT[right])
 
 
-@pytest.mark.parametrize("style", ["apply", "autograph if"])
-def test_accumulating_step_right_in_other_styles_passes(style):
-    report = check("05.accumulating_step", _make(style=style))
-    assert report.ok, str(report)
+def test_weighted_batches_are_unequal_and_weighted():
+    from ctlkit.exercises import nb05
+    for n_accum, sizes, seed in nb05._PLAN:
+        batches = list(nb05._weighted_batches(n_accum, sizes, seed).values())
+        assert len({int(x.shape[0]) for x, _, _ in batches}) >= 3
+        assert all(float(tf.reduce_min(w)) == 0.0 and float(tf.reduce_sum(w)) > 0 for _, _, w in batches)
 
 
-def test_accumulating_step_accepts_an_optimizer_built_on_first_use():
-    """The first call then creates the slots and TF traces it twice: that is not a retrace."""
-    report = check("05.accumulating_step", _make(build=False))
-    assert report.ok, str(report)
-
-
-@pytest.mark.parametrize("wrong", ACCUMULATING_WRONG)
-def test_accumulating_step_wrong_answers_are_rejected(wrong):
-    rejected("05.accumulating_step", *ACCUMULATING_WRONG[wrong])
+@pytest.mark.parametrize("wrong", WEIGHTED_WRONG)
+def test_weighted_accumulation_wrong_answers_are_rejected(wrong):
+    rejected("05.weighted_accumulation", *WEIGHTED_WRONG[wrong])

@@ -8,56 +8,92 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
+from exercise_helpers import accepted, rejected
 
 
-# -- 06.schedule ----------------------------------------------------------------------------------
-def lr_right(step, peak_lr, warmup_steps, total_steps):
+# -- 06.rsqrt_schedule ----------------------------------------------------------------------------
+def rsqrt_right(step, peak_lr, warmup_steps):
     t = tf.cast(step, tf.float32)
-    warm = peak_lr * t / max(warmup_steps, 1)
-    progress = tf.clip_by_value((t - warmup_steps) / (total_steps - warmup_steps), 0.0, 1.0)
-    return tf.where(t < warmup_steps, warm, 0.5 * peak_lr * (1.0 + tf.cos(math.pi * progress)))
+    return tf.where(t < warmup_steps, peak_lr * t / warmup_steps,
+                    peak_lr * tf.sqrt(warmup_steps / tf.maximum(t, 1.0)))
 
 
-def _lr(clamp=True, shift=0.0, python_if=False, float64=False, fixed_peak=None, np_cos=False):
-    def fn(step, peak_lr, warmup_steps, total_steps):
+def rsqrt_keras_min(step, peak_lr, warmup_steps):     # the Transformer's form: the smaller of the two
+    t = keras.ops.cast(step, "float32")
+    return peak_lr * keras.ops.minimum(t / warmup_steps, keras.ops.sqrt(warmup_steps / t))
+
+
+def rsqrt_math_rsqrt(step, peak_lr, warmup_steps):    # rsqrt, inf at t = 0 in the branch not taken
+    t = tf.cast(step, tf.float32)
+    decay = peak_lr * math.sqrt(warmup_steps) * tf.math.rsqrt(t)
+    return tf.where(t >= warmup_steps, decay, peak_lr * t / warmup_steps)
+
+
+def rsqrt_pow(step, peak_lr, warmup_steps):           # powers, and <= at the boundary (equal there)
+    t = tf.cast(step, tf.float32)
+    return keras.ops.where(t <= warmup_steps, t * (peak_lr / warmup_steps),
+                           peak_lr * (t / warmup_steps) ** -0.5)
+
+
+RSQRT_RIGHT = {"tf.where": rsqrt_right, "keras.ops.minimum of both": rsqrt_keras_min,
+               "tf.math.rsqrt": rsqrt_math_rsqrt, "a power -0.5, <= at the boundary": rsqrt_pow}
+
+
+def _rsqrt(python_if=False, no_w=False, no_sqrt=False, int_div=False, shift=0.0, float64=False,
+           fixed_peak=None, np_sqrt=False, cosine_copy=False):
+    def fn(step, peak_lr, warmup_steps):
         peak = fixed_peak or peak_lr
         if python_if:
             if step < warmup_steps:
                 return peak * tf.cast(step, tf.float32) / warmup_steps
         t = tf.cast(step, tf.float64 if float64 else tf.float32)
         warm = peak * (t + shift) / warmup_steps
-        progress = (t - warmup_steps) / (total_steps - warmup_steps)
-        if clamp:
-            progress = tf.clip_by_value(progress, 0.0, 1.0)
-        cos = np.cos(math.pi * progress) if np_cos else tf.cos(math.pi * progress)
-        return tf.where(t < warmup_steps, warm, 0.5 * peak * (1.0 + cos))
+        if int_div:
+            warm = peak * tf.cast(step // warmup_steps, t.dtype)
+        if cosine_copy:              # the warmup + cosine of section 1, with an invented end
+            progress = tf.clip_by_value((t - warmup_steps) / (10 * warmup_steps), 0.0, 1.0)
+            return tf.where(t < warmup_steps, warm, 0.5 * peak * (1.0 + tf.cos(math.pi * progress)))
+        safe = tf.maximum(t, 1.0)
+        if np_sqrt:
+            decay = peak * np.sqrt(warmup_steps / safe)
+        elif no_w:
+            decay = peak / tf.sqrt(safe)
+        elif no_sqrt:
+            decay = peak * warmup_steps / safe
+        else:
+            decay = peak * tf.sqrt(warmup_steps / safe)
+        return tf.where(t < warmup_steps, warm, decay)
     return fn
 
 
-SCHEDULE_WRONG = {
-    "a Python if on the step": (_lr(python_if=True), r"raised .*Hint: .*tf.where"),
-    "no clamp: the cosine comes back up after the end": (_lr(clamp=False), r"past the end.* differs"),
-    "warmup one step ahead, (t + 1) / W (almost right)": (_lr(shift=1.0), r"warmup.* differs"),
-    "a float64 result": (_lr(float64=True), r"dtype float64, expected float32"),
-    "the peak fixed at 0.1": (_lr(fixed_peak=0.1), r"peak 3e-4.* differs"),
-    "NumPy's cos on a tensor": (_lr(np_cos=True), r"raised TypeError: NumPy cannot compute"),
+RSQRT_WRONG = {
+    "a Python if on the step": (_rsqrt(python_if=True), r"raised .*Hint: .*tf.where"),
+    "peak / sqrt(t), without the warmup length (the rate drops at the end of warmup)": (
+        _rsqrt(no_w=True), r"peak 0.1, warmup 10, .* differs"),
+    "W / t, without the square root": (_rsqrt(no_sqrt=True), r"differs"),
+    "integer division of the step in the warmup": (_rsqrt(int_div=True), r"differs"),
+    "warmup one step ahead, (t + 1) / W (almost right)": (_rsqrt(shift=1.0), r"differs"),
+    "a float64 result": (_rsqrt(float64=True), r"dtype float64, expected float32"),
+    "the peak fixed at 0.1": (_rsqrt(fixed_peak=0.1), r"peak 3e-4.* differs"),
+    "NumPy's sqrt on a tensor": (_rsqrt(np_sqrt=True), r"raised TypeError: NumPy cannot compute"),
+    "section 1's cosine, copied": (_rsqrt(cosine_copy=True), r"differs"),
 }
 
 
-def test_schedule_reference_passes():
-    assert check("06.schedule", lr_right).ok
+@pytest.mark.parametrize("right", RSQRT_RIGHT)
+def test_rsqrt_right_answers_pass(right):
+    accepted("06.rsqrt_schedule", RSQRT_RIGHT[right])
 
 
-@pytest.mark.parametrize("wrong", SCHEDULE_WRONG)
-def test_schedule_wrong_answers_are_rejected(wrong):
-    rejected("06.schedule", *SCHEDULE_WRONG[wrong])
+@pytest.mark.parametrize("wrong", RSQRT_WRONG)
+def test_rsqrt_wrong_answers_are_rejected(wrong):
+    rejected("06.rsqrt_schedule", *RSQRT_WRONG[wrong])
 
 
-def test_schedule_tolerance_follows_the_peak():
+def test_rsqrt_tolerance_follows_the_peak():
     # off by 1e-9 everywhere: invisible at peak 0.1, but 3e-6 of the 3e-4 peak
-    rejected("06.schedule", lambda *a: lr_right(*a) + (1e-9 if a[1] < 1e-3 else 0.0),
-              r"peak 3e-4.* differs")
+    rejected("06.rsqrt_schedule", lambda *a: rsqrt_right(*a) + (1e-9 if a[1] < 1e-3 else 0.0),
+             r"peak 3e-4.* differs")
 
 
 # -- 06.clip_global -------------------------------------------------------------------------------
@@ -106,8 +142,28 @@ CLIP_WRONG = {
 }
 
 
-def test_clip_reference_passes():
-    assert check("06.clip_global", clip_right).ok
+def clip_keras_ops(grads, max_norm):            # keras.ops, the factor through tf.where
+    norm = keras.ops.sqrt(sum(keras.ops.sum(keras.ops.square(g)) for g in grads))
+    factor = keras.ops.where(norm > max_norm, max_norm / norm, 1.0)
+    return [g * factor for g in grads], norm
+
+
+def clip_flat_loop(grads, max_norm):            # one flat vector, a loop, a divide-then-multiply order
+    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)
+    norm = tf.norm(flat)
+    clipped = []
+    for g in grads:
+        clipped.append(tf.cond(norm > max_norm, lambda g=g: g / norm * max_norm, lambda g=g: g))
+    return clipped, norm
+
+
+CLIP_RIGHT = {"tf.minimum factor": clip_right, "keras.ops and where": clip_keras_ops,
+              "a flat vector, tf.cond per tensor": clip_flat_loop}
+
+
+@pytest.mark.parametrize("right", CLIP_RIGHT)
+def test_clip_right_answers_pass(right):
+    accepted("06.clip_global", CLIP_RIGHT[right])
 
 
 @pytest.mark.parametrize("wrong", CLIP_WRONG)
@@ -139,8 +195,28 @@ TOTAL_WRONG = {
 }
 
 
-def test_total_reference_passes():
-    assert check("06.uncertainty_total", total_right).ok
+def total_keras_ops(task_losses, log_vars):     # keras.ops, the division written out
+    return keras.ops.sum(task_losses / keras.ops.exp(log_vars) + log_vars)
+
+
+def total_loop(task_losses, log_vars):          # a Python loop over the tasks
+    total = tf.constant(0.0)
+    for i in range(task_losses.shape[0]):
+        total += tf.exp(-log_vars[i]) * task_losses[i] + log_vars[i]
+    return total
+
+
+def total_dot(task_losses, log_vars):           # a dot product, and the s terms summed apart
+    return tf.tensordot(tf.exp(-log_vars), task_losses, axes=1) + tf.reduce_sum(log_vars)
+
+
+TOTAL_RIGHT = {"reduce_sum": total_right, "keras.ops, L / e^s": total_keras_ops,
+               "a Python loop": total_loop, "a dot product": total_dot}
+
+
+@pytest.mark.parametrize("right", TOTAL_RIGHT)
+def test_total_right_answers_pass(right):
+    accepted("06.uncertainty_total", TOTAL_RIGHT[right])
 
 
 @pytest.mark.parametrize("wrong", TOTAL_WRONG)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
+from exercise_helpers import accepted, rejected
 
 bce = keras.losses.BinaryCrossentropy(from_logits=True)
 
@@ -60,9 +60,26 @@ D_LOSS_WRONG = {
 }
 
 
-@pytest.mark.parametrize("right", [d_loss_right, d_loss_keras])
+def d_loss_tf_nn(real_logits, fake_logits, real_label=0.9):     # TF's own stable cross-entropy
+    real = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.fill(tf.shape(real_logits), real_label),
+                                                   logits=real_logits)
+    fake = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.zeros_like(fake_logits), logits=fake_logits)
+    return tf.reduce_mean(real) + tf.reduce_mean(fake)
+
+
+def d_loss_keras_ops(real_logits, fake_logits, real_label=0.9):  # keras.ops, max(x, 0) form
+    def bce(x, y):    # max(x, 0) - x y + log(1 + e^-|x|): the same identity, rearranged
+        return keras.ops.relu(x) - x * y + keras.ops.log1p(keras.ops.exp(-keras.ops.abs(x)))
+    return keras.ops.mean(bce(real_logits, real_label)) + keras.ops.mean(bce(fake_logits, 0.0))
+
+
+D_LOSS_RIGHT = {"softplus": d_loss_right, "keras.losses": d_loss_keras,
+                "tf.nn.sigmoid_cross_entropy_with_logits": d_loss_tf_nn, "keras.ops": d_loss_keras_ops}
+
+
+@pytest.mark.parametrize("right", D_LOSS_RIGHT)
 def test_d_loss_right_answers_pass(right):
-    assert check("07.d_loss_smoothed", right).ok, str(check("07.d_loss_smoothed", right))
+    accepted("07.d_loss_smoothed", D_LOSS_RIGHT[right])
 
 
 @pytest.mark.parametrize("wrong", D_LOSS_WRONG)
@@ -109,16 +126,48 @@ R1_WRONG = {
     "gradient detached through NumPy": (_r1_before_tape, r"no gradient with respect to the critic"),
     "sums over height and width, not channels (almost right: one channel agrees)":
         (_r1(reduce="no_channels"), r"3-channel images.*(differs|shape)"),
-    "the norm, not its square": (_r1(sqrt=True), r"penalty is 3, not .* 9"),
-    "the WGAN-GP penalty (||g|| - 1)^2": (_r1(minus_one=True), r"penalty is 4, not .* 9"),
-    "mean over pixels instead of the sum": (_r1(reduce="mean_pixels"), r"not \|\|w\|\|\^2 = 9"),
-    "sums over the batch instead of averaging": (_r1(reduce="sum_batch"), r"not \|\|w\|\|\^2 = 9"),
+    "the norm, not its square": (_r1(sqrt=True), r"penalty is 3, not .* 9 \(that is \|\|w\|\| itself"),
+    "the WGAN-GP penalty (||g|| - 1)^2": (_r1(minus_one=True), r"penalty is 4, not .* 9 .*WGAN-GP"),
+    "mean over pixels instead of the sum": (
+        _r1(reduce="mean_pixels"), r"not \|\|w\|\|\^2 = 9 .*averaged over the 64 pixels"),
+    "sums over the batch instead of averaging": (
+        _r1(reduce="sum_batch"), r"same 16 images .* penalty is 144, not .*summed over the 16 images"),
 }
 
 
-def test_r1_reference_passes():
-    report = check("07.r1_penalty", _r1())
-    assert report.ok, str(report)
+def r1_norm_squared(critic, real):              # tf.norm of each flattened gradient, squared
+    with tf.GradientTape() as inner:
+        inner.watch(real)
+        total = tf.reduce_sum(critic(real, training=True))
+    grads = tf.reshape(inner.gradient(total, real), [tf.shape(real)[0], -1])
+    return tf.reduce_mean(tf.square(tf.norm(grads, axis=1)))
+
+
+def r1_keras_ops(critic, real):                 # keras.ops, the rank read from the tensor
+    with tf.GradientTape() as inner:
+        inner.watch(real)
+        scores = critic(real, training=True)
+    grads = inner.gradient(scores, real)
+    per_image = keras.ops.sum(keras.ops.square(grads), axis=tuple(range(1, len(grads.shape))))
+    return keras.ops.mean(per_image)
+
+
+def r1_einsum_batch_jacobian(critic, real):     # one row per image from batch_jacobian
+    with tf.GradientTape() as inner:
+        inner.watch(real)
+        scores = critic(real, training=True)
+    jac = inner.batch_jacobian(scores, real)     # (n, 1, 8, 8, c)
+    flat = tf.reshape(jac, [tf.shape(real)[0], -1])
+    return tf.reduce_sum(tf.einsum("ij,ij->i", flat, flat)) / tf.cast(tf.shape(real)[0], tf.float32)
+
+
+R1_RIGHT = {"the reference": _r1(), "tf.norm squared of the sum's gradient": r1_norm_squared,
+            "keras.ops": r1_keras_ops, "batch_jacobian and einsum": r1_einsum_batch_jacobian}
+
+
+@pytest.mark.parametrize("right", R1_RIGHT)
+def test_r1_right_answers_pass(right):
+    accepted("07.r1_penalty", R1_RIGHT[right])
 
 
 @pytest.mark.parametrize("wrong", R1_WRONG)
@@ -131,3 +180,9 @@ def test_linear_critic_has_the_known_penalty():
     linear, _, _ = _critics()
     x = tf.constant(np.random.default_rng(0).uniform(-1, 1, (4, 8, 8, 1)), tf.float32)
     assert abs(float(_reference_r1(linear, x)) - 9.0) < 1e-4
+
+
+def test_r1_hint_and_case_report_the_same_value():
+    """The hint's value and the first case's 'yours' are one number: the same critic, the same images."""
+    report = rejected("07.r1_penalty", _r1(reduce="sum_batch"), r"penalty is 144")
+    assert any("(yours 144, expected 9)" in p for p in report.problems), str(report)

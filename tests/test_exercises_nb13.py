@@ -55,9 +55,43 @@ def _blocks(normalise=True, axis=1, mask=-np.inf, temperature=True, order="posit
                 e = tf.exp(logits)
                 return -tf.math.log(tf.gather(e, labels, batch_dims=1) / tf.reduce_sum(e, axis=1))
             losses = [textbook(la), textbook(lb)]
+        if reduce == "simclr":                     # SimCLR's tf2/objective.py, copied faithfully
+            return tf.reduce_mean(losses[0] + losses[1])
         per_anchor = tf.concat(losses[:directions], axis=0)
         return tf.reduce_mean(per_anchor) if reduce == "mean" else tf.reduce_sum(per_anchor)
     return nt_xent_blocks
+
+
+def _loop_over_anchors(z1, z2, tau):
+    """Right, the long way: a Python loop over the anchors, each a logsumexp over its candidates
+    (the positive first, then the other view's rows and its own view's other rows)."""
+    a, b = tf.math.l2_normalize(z1, axis=1), tf.math.l2_normalize(z2, axis=1)
+    n, losses = int(a.shape[0]), []
+    for mine, other in ((a, b), (b, a)):
+        for i in range(n):
+            sims = tf.linalg.matvec(other, mine[i]) / tau
+            own = tf.linalg.matvec(mine, mine[i]) / tau
+            others = tf.concat([own[:i], own[i + 1:]], axis=0)
+            losses.append(tf.reduce_logsumexp(tf.concat([sims, others], 0)) - sims[i])
+    return tf.add_n(losses) / (2 * n)
+
+
+def _half_of_simclr(z1, z2, tau):
+    """Right: SimCLR's reduction fixed, (loss_a + loss_b) / 2 averaged, in keras.ops."""
+    ops = keras.ops
+    a, b = ops.normalize(z1, axis=1), ops.normalize(z2, axis=1)
+    n = ops.shape(a)[0]
+    big = 1e9 * ops.eye(n)
+    aa = ops.matmul(a, ops.transpose(a)) / tau - big
+    bb = ops.matmul(b, ops.transpose(b)) / tau - big
+    ab = ops.matmul(a, ops.transpose(b)) / tau
+    onehot = ops.concatenate([ops.eye(n), ops.zeros((n, n))], axis=1)
+
+    def ce(logits):
+        return -ops.sum(onehot * ops.log_softmax(logits, axis=1), axis=1)
+    loss_a = ce(ops.concatenate([ab, aa], axis=1))
+    loss_b = ce(ops.concatenate([ops.transpose(ab), bb], axis=1))
+    return ops.mean(loss_a + loss_b) / 2
 
 
 def _numpy_round_trip(z1, z2, tau):
@@ -75,6 +109,8 @@ BLOCKS_WRONG = {
     "the textbook exp, which overflows at small tau": (
         _blocks(stable=False), r"tau 0.01.*overflows float32"),
     "the sum over anchors, not the mean": (_blocks(reduce="sum"), r"SUM over the 2N anchors"),
+    "SimCLR's code copied: reduce_mean(loss_a + loss_b), twice the mean (almost right)": (
+        _blocks(reduce="simclr"), r"TWICE the mean over the 2N anchors: the factor 2 of SimCLR's"),
     "view 1's anchors only (almost right: exact for identical views)": (
         _blocks(directions=1), r"view 1's anchors only"),
     "a mask of 1 subtracted, not -inf (almost right: a weak mask)": (_blocks(mask=1.0), r"differs"),
@@ -87,6 +123,12 @@ def test_nt_xent_blocks_reference_passes():
     report = check("13.nt_xent_blocks", _blocks())
     assert report.ok, str(report)
     assert check("13.nt_xent_blocks", _blocks(mask=1e9)).ok      # SimCLR's LARGE_NUM mask: right too
+
+
+@pytest.mark.parametrize("right", [_loop_over_anchors, _half_of_simclr])
+def test_nt_xent_blocks_right_as_a_loop_or_as_simclr_halved_passes(right):
+    report = check("13.nt_xent_blocks", right)
+    assert report.ok, str(report)
 
 
 @pytest.mark.parametrize("product", ["einsum", "broadcast", "keras.ops"])
@@ -113,19 +155,24 @@ def _nt_xent(z1, z2, temperature):
 
 
 def _make(learn=True, parametrise="log", same_view=False, stop_view=False, applies=1,
-          compiled=True, returns="before", fixed_tau=None, one_pass=False, build=True):
+          compiled=True, returns="before", fixed_tau=None, one_pass=False, build=True,
+          apply="apply_gradients", variable="tf", exp="tf"):
     """A learned-temperature step factory, right by default; each argument plants one mistake."""
     def factory(model, optimizer, initial_temperature):
         tau0 = fixed_tau or initial_temperature
         start = np.log(tau0) if parametrise == "log" else tau0
-        t = tf.Variable(start, dtype=tf.float32, trainable=learn)
+        t = (keras.Variable(np.float32(start), dtype="float32", trainable=learn) if variable == "keras"
+             else tf.Variable(start, dtype=tf.float32, trainable=learn))
         variables = model.trainable_variables + ([t] if learn else [])
         if build:                                    # else: the slots are made on the first call
             optimizer.build(variables)
 
         def step(x1, x2):
             with tf.GradientTape() as tape:
-                tau = tf.exp(t) if parametrise == "log" else t * 1.0
+                if parametrise != "log":
+                    tau = t * 1.0
+                else:
+                    tau = keras.ops.exp(t) if exp == "keras" else tf.exp(t)
                 if one_pass:
                     z = model(tf.concat([x1, x2], axis=0), training=True)
                     z1, z2 = tf.split(z, 2, axis=0)
@@ -136,7 +183,9 @@ def _make(learn=True, parametrise="log", same_view=False, stop_view=False, appli
                     z2 = tf.stop_gradient(z2)
                 loss = _nt_xent(z1, z2, tau)
             grads = tape.gradient(loss, variables)
-            if applies == 1:
+            if applies == 1 and apply == "apply":
+                optimizer.apply(grads, variables)
+            elif applies == 1:
                 optimizer.apply_gradients(zip(grads, variables))
             else:                                    # the model and the temperature apart
                 optimizer.apply_gradients(zip(grads[:-1], variables[:-1]))
@@ -167,6 +216,19 @@ def test_learned_temperature_step_reference_passes():
     report = check("13.learned_temperature_step", _make())
     assert report.ok, str(report)
     assert check("13.learned_temperature_step", _make(one_pass=True)).ok   # one pass on both views
+
+
+STEP_RIGHT = {
+    "optimizer.apply(grads, variables), built on first use": _make(apply="apply", build=False),
+    "keras.ops.exp for tau, one model call on both views": _make(exp="keras", one_pass=True),
+    "log tau a keras.Variable": _make(variable="keras"),
+}
+
+
+@pytest.mark.parametrize("right", STEP_RIGHT)
+def test_learned_temperature_step_right_in_other_styles_passes(right):
+    report = check("13.learned_temperature_step", STEP_RIGHT[right])
+    assert report.ok, str(report)
 
 
 def test_learned_temperature_step_accepts_an_optimizer_built_on_first_use():

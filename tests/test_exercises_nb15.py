@@ -56,6 +56,24 @@ def _vectorised(rewards, terminated, truncated, next_values, gamma):
     return out.astype(np.float32)
 
 
+def _tf_scan(rewards, terminated, truncated, next_values, gamma):
+    """Right, in TensorFlow: tf.scan backwards over the stream, tf.where for the episode ends."""
+    n = len(rewards)
+    cut = tf.range(n) == n - 1
+    boot = (tf.constant(truncated) | cut) & ~tf.constant(terminated)
+
+    def back(future, step):
+        reward, ended, bootstrap, value = step
+        future = tf.where(ended, 0.0, tf.where(bootstrap, value, future))
+        return reward + gamma * future
+    return tf.scan(back, (tf.constant(rewards), tf.constant(terminated), boot,
+                          tf.constant(next_values)), initializer=tf.constant(0.0), reverse=True)
+
+
+RETURNS_RIGHT = {"a loop with a flag per case (the reference's style)": _returns(),
+                 "np.where on the flags": _vectorised, "tf.scan backwards": _tf_scan}
+
+
 RETURNS_WRONG = {
     "never resets at an episode's end: returns leak across episodes": (
         _returns(reset_on="nothing", bootstrap_on="nothing", cut=False), r"two episodes.*differs"),
@@ -77,9 +95,10 @@ RETURNS_WRONG = {
 }
 
 
-def test_returns_reference_passes():
-    assert check("15.returns", _returns()).ok
-    assert check("15.returns", _vectorised).ok
+@pytest.mark.parametrize("right", RETURNS_RIGHT)
+def test_returns_right_in_other_styles_passes(right):
+    report = check("15.returns", RETURNS_RIGHT[right])
+    assert report.ok, str(report)
 
 
 @pytest.mark.parametrize("wrong", RETURNS_WRONG)
@@ -87,18 +106,17 @@ def test_returns_wrong_answers_are_rejected(wrong):
     rejected("15.returns", *RETURNS_WRONG[wrong])
 
 
-# -- 15.dqn_loss ----------------------------------------------------------------------------------
-def _dqn_loss(next_net="target", stop=True, done="terminated", gamma_power=1, pick="taken",
-              loss="huber", reduce="mean", double=False):
-    """A DQN loss, right by default; each argument plants one mistake."""
+# -- 15.double_dqn_loss ---------------------------------------------------------------------------
+def _double(picker="online", valuer="target", stop=True, done="terminated", gamma_power=1,
+            pick="taken", loss="huber", reduce="mean", axis=-1):
+    """A Double-DQN loss, right by default; each argument plants one mistake."""
     def fn(online, target, batch, gamma):
-        bootstrap_net = {"target": target, "online": online}[next_net]
-        next_q = bootstrap_net(batch["next_obs"])
-        if double:                      # Double DQN: online picks, target evaluates
-            best = tf.argmax(online(batch["next_obs"]), axis=-1)
-            next_value = tf.reduce_sum(next_q * tf.one_hot(best, 2), axis=-1)
+        nets = {"online": online, "target": target}
+        if picker == "max":                 # plain DQN: max over the valuing network's Q-values
+            next_value = tf.reduce_max(nets[valuer](batch["next_obs"]), axis=-1)
         else:
-            next_value = tf.reduce_max(next_q, axis=-1)
+            best = tf.argmax(nets[picker](batch["next_obs"]), axis=axis)
+            next_value = tf.reduce_sum(nets[valuer](batch["next_obs"]) * tf.one_hot(best, 2), axis=-1)
         ended = {"terminated": batch["terminated"], "nothing": 0.0,
                  "terminated or truncated": tf.maximum(batch["terminated"], batch["truncated"])}[done]
         y = batch["rewards"] + gamma ** gamma_power * (1.0 - ended) * next_value
@@ -114,42 +132,96 @@ def _dqn_loss(next_net="target", stop=True, done="terminated", gamma_power=1, pi
     return fn
 
 
-def _with_keras_huber(online, target, batch, gamma):
-    """A different but right way: tf.gather for Q(s, a) and Keras' Huber loss."""
-    y = tf.stop_gradient(batch["rewards"] + gamma * (1.0 - batch["terminated"])
-                         * tf.reduce_max(target(batch["next_obs"]), axis=-1))
+def _gather_and_keras_huber(online, target, batch, gamma):
+    """Right, another style: tf.gather with batch_dims for both picks, Keras' Huber loss."""
+    best = tf.argmax(online(batch["next_obs"]), axis=1, output_type=tf.int32)
+    next_value = tf.gather(target(batch["next_obs"]), best, batch_dims=1)
+    y = tf.stop_gradient(batch["rewards"] + gamma * (1.0 - batch["terminated"]) * next_value)
     q_sa = tf.gather(online(batch["obs"]), batch["actions"], batch_dims=1)
     return keras.losses.Huber()(y, q_sa)
 
 
-DQN_WRONG = {
-    "uses the online network for the target": (_dqn_loss(next_net="online"), r"separate target.*loss differs"),
+def _keras_ops(online, target, batch, gamma):
+    """Right, in keras.ops: take_along_axis, a mask for the future, the Huber formula by hand,
+    and stop_gradient on the next Q-values only (the argmax carries no gradient anyway)."""
+    ops = keras.ops
+    next_q_online = online(batch["next_obs"])
+    next_q_target = ops.stop_gradient(target(batch["next_obs"]))
+    best = ops.expand_dims(ops.argmax(next_q_online, axis=-1), -1)
+    next_value = ops.squeeze(ops.take_along_axis(next_q_target, best, axis=-1), -1)
+    alive = ops.where(batch["terminated"] > 0.5, 0.0, 1.0)
+    y = ops.stop_gradient(batch["rewards"] + gamma * alive * next_value)
+    q_sa = ops.squeeze(ops.take_along_axis(online(batch["obs"]),
+                                           ops.expand_dims(batch["actions"], -1), axis=-1), -1)
+    err = ops.abs(y - q_sa)
+    return ops.mean(ops.where(err <= 1.0, 0.5 * ops.square(err), err - 0.5))
+
+
+def _loop_over_transitions(online, target, batch, gamma):
+    """Right, the long way: one transition at a time in a Python loop, the target as a constant."""
+    next_online, next_target = online(batch["next_obs"]), target(batch["next_obs"])
+    q, huber, losses = online(batch["obs"]), keras.losses.Huber(delta=1.0), []
+    for i in range(batch["actions"].shape[0]):
+        a_next = tf.argmax(next_online[i])
+        future = 0.0 if float(batch["terminated"][i]) == 1.0 else gamma * next_target[i][a_next]
+        y = tf.stop_gradient(batch["rewards"][i] + future)
+        losses.append(huber(y[None], q[i][batch["actions"][i]][None]))
+    return tf.add_n(losses) / len(losses)
+
+
+DOUBLE_RIGHT = {"one_hot and a Huber formula (the reference's style)": _double(),
+                "tf.gather with batch_dims and keras.losses.Huber": _gather_and_keras_huber,
+                "keras.ops: take_along_axis, where, the Huber formula": _keras_ops,
+                "a Python loop over the transitions": _loop_over_transitions}
+
+
+DOUBLE_WRONG = {
+    "plain DQN: the max of the target network (the update cell copied)": (
+        _double(picker="max", valuer="target"), r"plain DQN target"),
+    "roles swapped: the target network picks, the online values (almost right)": (
+        _double(picker="target", valuer="online"), r"roles swapped"),
+    "the online network picks and values": (_double(picker="max", valuer="online"),
+                                            r"online network alone"),
     "forgets the stop-gradient on the target (almost right)": (
-        _dqn_loss(stop=False), r"gradients flow into the target|target network is the online.*stop_gradient"),
-    "online network for the target and no stop-gradient": (
-        _dqn_loss(next_net="online", stop=False), r"loss differs"),
-    "bootstraps from terminal states": (_dqn_loss(done="nothing"), r"terminal transitions.*loss differs"),
+        _double(stop=False), r"gradients flow into the target network's weights: wrap the TD target"),
+    "bootstraps from terminal states": (_double(done="nothing"), r"bootstraps from terminal"),
+    "plain DQN and no terminal masking": (_double(picker="max", done="nothing"),
+                                          r"without terminal masking"),
     "treats truncation as the end (terminated or truncated)": (
-        _dqn_loss(done="terminated or truncated"), r"time-limit truncations.*loss differs"),
-    "off-by-one discount: gamma squared": (_dqn_loss(gamma_power=2), r"loss differs"),
-    "no discount at all": (_dqn_loss(gamma_power=0), r"loss differs"),
-    "max Q(s, .) instead of the action taken": (_dqn_loss(pick="max"), r"loss differs"),
-    "mean squared error instead of Huber": (_dqn_loss(loss="mse"), r"several sizes.*loss differs"),
-    "sum instead of mean": (_dqn_loss(reduce="sum"), r"loss differs"),
-    "Double DQN's target (not the one asked for)": (_dqn_loss(double=True), r"loss differs"),
+        _double(done="terminated or truncated"), r"time-limit truncations.*treats time-limit"),
+    "off-by-one discount: gamma squared": (_double(gamma_power=2), r"gamma squared"),
+    "no discount at all": (_double(gamma_power=0), r"loss differs"),
+    "max Q(s, .) instead of the action taken": (_double(pick="max"), r"loss differs"),
+    "mean squared error instead of Huber": (_double(loss="mse"), r"matches the squared error"),
+    "sum instead of mean": (_double(reduce="sum"), r"SUM over the batch"),
+    "argmax over the batch axis": (_double(axis=0), r"raised|differs"),
     "per-example losses, not their mean": (
         lambda o, t, b, g: tf.square(b["rewards"] - tf.reduce_max(o(b["obs"]), -1)), r"shape \[32\]"),
     "a NumPy round trip breaks the gradient and the tf.function": (
-        lambda o, t, b, g: tf.constant(_with_keras_huber(o, t, b, g).numpy()),
+        lambda o, t, b, g: tf.constant(_gather_and_keras_huber(o, t, b, g).numpy()),
         r"no gradient with respect to the online"),
 }
 
 
-def test_dqn_loss_reference_passes():
-    assert check("15.dqn_loss", _dqn_loss()).ok
-    assert check("15.dqn_loss", _with_keras_huber).ok
+def test_double_dqn_loss_reference_passes():
+    assert check("15.double_dqn_loss", _double()).ok
 
 
-@pytest.mark.parametrize("wrong", DQN_WRONG)
-def test_dqn_loss_wrong_answers_are_rejected(wrong):
-    rejected("15.dqn_loss", *DQN_WRONG[wrong])
+@pytest.mark.parametrize("right", DOUBLE_RIGHT)
+def test_double_dqn_loss_right_in_other_styles_passes(right):
+    report = check("15.double_dqn_loss", DOUBLE_RIGHT[right])
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("wrong", DOUBLE_WRONG)
+def test_double_dqn_loss_wrong_answers_are_rejected(wrong):
+    rejected("15.double_dqn_loss", *DOUBLE_WRONG[wrong])
+
+
+def test_double_dqn_cases_tell_the_picking_network_apart():
+    """On the checker's batches the two networks pick different next actions often enough that
+    the plain DQN target, or the roles swapped, change the loss well beyond its tolerance."""
+    from ctlkit.exercises import nb15
+    online, target = nb15._q_net(160), nb15._q_net(161, scale=3.0)
+    for seed in (162, 163, 164, 165, 167):
+        assert nb15._disagree(online, target, nb15._batch(seed)) >= 8

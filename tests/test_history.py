@@ -1,6 +1,8 @@
 """ctlkit/history.py: the history store and the envelopes the plot draws."""
 import time
 
+import numpy as np
+
 import pytest
 
 from ctlkit.history import History
@@ -85,3 +87,61 @@ def test_history_arrays_are_copies():
 def test_panels_bad_max_points(max_points):
     with pytest.raises(ValueError, match=r"max_points must be an int >= 8"):
         history(5).panels(max_points)
+
+
+# -- many curves: the top few and one band (issue 23) -------------------------------------------
+def test_many_layers_fold_into_the_top_few_and_a_band_of_all():
+    from ctlkit.history import TOP
+
+    h = History()
+    rng = np.random.default_rng(3)
+    table = rng.uniform(0.1, 2.0, (50, 30))                   # 50 steps, 30 layers
+    for i in range(50):
+        h.add(i + 1, {"loss": 1.0, **{f"layer/l{j}": table[i, j] for j in range(30)}})
+    (norms,) = [series for name, series in h.panels() if name == "gradient norms"]
+    band = [s for s in norms if s[3] == "band"]
+    lines = [s for s in norms if s[3] != "band"]
+    assert len(band) == 1 and len(lines) == TOP
+    assert band[0][0] == f"+{30 - TOP} more layers; band: min-max of all 30"
+    top = np.argsort(-table[-1])[:TOP]
+    assert [s[0] for s in lines] == [f"l{j}" for j in top]   # largest latest value first
+    _, xs, ys, _ = band[0]                                    # up the upper edge, back the lower
+    upper, lower = ys[:50], ys[50:][::-1]
+    np.testing.assert_array_equal(xs[:50], np.arange(1, 51))
+    np.testing.assert_allclose(upper, table.max(axis=1))
+    np.testing.assert_allclose(lower, table.min(axis=1))
+
+
+def test_the_band_is_kept_up_to_date_and_bounded_for_a_long_run():
+    h = History()
+    for i in range(1, 5001):
+        h.add(i, {f"layer/l{j}": float(j + 1) * (2.0 if i == 4000 else 1.0) for j in range(12)})
+        if i in (10, 2000):
+            h.panels(max_points=100)                          # incremental rows
+    (_, norms), = h.panels(max_points=100)
+    (_, xs, ys, _), = [s for s in norms if s[3] == "band"]
+    assert len(xs) <= 2 * 100 + 4
+    assert ys.max() == 24.0 and ys.min() == 1.0               # the spike at step 4000 is kept
+    assert xs[np.argmax(ys)] == 4000
+
+
+def test_few_curves_are_not_folded_and_bad_top_is_refused():
+    h = History()
+    h.add(1, {f"layer/l{j}": 1.0 for j in range(8)})
+    (_, norms), = h.panels()
+    assert len(norms) == 8 and all(s[3] == "line" for s in norms)
+    with pytest.raises(ValueError, match="top must be an int >= 1"):
+        h.panels(top=0)
+
+
+def test_many_metrics_and_epoch_values_fold_too():
+    h = History()
+    for i in range(1, 21):
+        h.add(i, {"loss": 1.0, **{f"m{j}": float(j) for j in range(40)}})
+    for e in range(3):
+        h.add_epoch(20, {f"val_m{j}": float(j + e) for j in range(15)})
+    (_, metrics), = [p for p in h.panels() if p[0] == "metrics"]
+    bands = [s for s in metrics if s[3] == "band"]
+    assert [b[0] for b in bands] == ["+32 more metrics; band: min-max of all 40",
+                                     "+7 more end-of-epoch metrics; band: min-max of all 15"]
+    assert len(metrics) == 2 * 8 + 2

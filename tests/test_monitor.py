@@ -250,13 +250,17 @@ def test_slow_drawing_stretches_the_redraw_interval():
             m.log(loss=1.0, grad_norm=1.0)
             time.sleep(0.001)
         assert 1 <= m.redraws < 30  # unthrottled it would be ~100
-        # the budget holds: all the monitor's time within draw_budget, give or take one redraw
-        assert m.overhead() <= m.draw_budget + 2 * m.redraw_seconds / m.elapsed() + 0.01
+        # the budget holds: the monitor's time within draw_budget, give or take one redraw and
+        # the one-off start-up and first draw, which overhead() counts too
+        allowed = (2 * m.redraw_seconds + m.startup_seconds) / m.elapsed()
+        assert m.overhead() <= m.draw_budget + allowed + 0.01
     assert all(p[:8] == PNG_MAGIC for p in sink.pngs)
 
 
 def _slow_start_run(monkeypatch, use_with):
     # Simulate a first-in-process matplotlib warm-up of 0.3 s (typical on a cold laptop).
+    # Issue 23: start-up had been left out of overhead(), so a first draw of 57 s (500 layers)
+    # showed as 0.2 %. It is counted now, and only the wait leaves it out.
     monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(0.3)))
     # Drawing itself made instant, so the measured overhead is the bookkeeping alone and the test
     # does not depend on how busy the machine's cores are.
@@ -269,18 +273,47 @@ def _slow_start_run(monkeypatch, use_with):
     while time.perf_counter() - t0 < 0.6:
         m.log(loss=1.0)
         time.sleep(0.002)
-    overhead = m.overhead()
+    overhead, elapsed, redraws = m.overhead(), m.elapsed(), m.redraws
     m.close()
     assert m.startup_seconds >= 0.3
-    return overhead
+    # the loop's time runs from the start-up (inside the timed 0.6 s without a with block)
+    assert elapsed >= 0.6 + (0.3 if use_with else 0.0)
+    assert redraws >= 4                         # the start-up did not stretch the wait (0.05 s)
+    return overhead, elapsed, m.startup_seconds
 
 
-def test_start_up_is_not_counted_as_overhead(monkeypatch):
-    assert _slow_start_run(monkeypatch, use_with=True) < 0.2
+@pytest.mark.parametrize("use_with", [True, False])
+def test_start_up_is_counted_in_overhead_but_does_not_stretch_the_wait(monkeypatch, use_with):
+    overhead, elapsed, startup = _slow_start_run(monkeypatch, use_with=use_with)
+    assert overhead >= startup / elapsed >= 0.3 / elapsed
+    assert overhead - startup / elapsed < 0.2   # the rest: bookkeeping and instant draws
 
 
-def test_start_up_is_not_counted_as_overhead_without_with(monkeypatch):
-    assert _slow_start_run(monkeypatch, use_with=False) < 0.2
+def test_overhead_counts_every_second_spent_in_the_monitor(monkeypatch):
+    # start-up, a first draw for a new panel (one-off), steady redraws and close(): all of it
+    slow = {"start": 0.2, "first": 0.3, "close": 0.1}
+    real_render = Plotter.render
+
+    def render(self, history, x_max=None, relayout=None):
+        if self.builds == 0:
+            time.sleep(slow["first"])
+        return real_render(self, history, x_max, relayout)
+
+    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(slow["start"])))
+    monkeypatch.setattr(Plotter, "render", render)
+    sink = RecordingSink(draws=True)
+    real_close = sink.close
+    sink.close = lambda monitor: (time.sleep(slow["close"]), real_close(monitor))
+    m = Monitor(sink=sink, every=0.05)
+    t0 = time.perf_counter()
+    with m:
+        while time.perf_counter() - t0 < 0.5:
+            m.log(loss=1.0)
+            time.sleep(0.002)
+    assert m.spent_seconds >= sum(slow.values())
+    assert m.overhead() == pytest.approx(m.spent_seconds / m.elapsed())
+    assert m.startup_seconds >= slow["start"] + slow["first"] and m.close_seconds >= slow["close"]
+    assert m.elapsed() >= time.perf_counter() - t0 - 0.05   # close() inside the loop's time
 
 
 # -- bad arguments ------------------------------------------------------------------------------
@@ -351,8 +384,10 @@ def test_widget_monitor_overhead_is_small(fake_display):
     overhead = _train(m, seconds=2.5)
     assert m.redraws >= 1 and m.sink.image.value[:8] == PNG_MAGIC  # it did draw
     # the throttle's promise: every redraw but the last is followed by a wait of its cost over
-    # the budget, so the monitor's share is the budget plus at most the last redraw's
-    allowed = m.draw_budget + m.redraw_seconds / m.elapsed() + 0.01
+    # the budget, so the monitor's share is the budget plus at most the last redraw's and the
+    # one-off start-up and first draw (counted, bounded)
+    one_off = m.redraw_seconds + m.startup_seconds + m.close_seconds
+    allowed = m.draw_budget + one_off / m.elapsed() + 0.01
     assert overhead <= allowed, f"monitor took {overhead:.1%} of the loop's wall time"
 
 
@@ -610,7 +645,7 @@ def test_an_expensive_redraw_waits_its_cost_over_the_budget():
         time.sleep(0.001)
     assert m.redraw_seconds >= 0.05
     assert 3 <= m.redraws <= 6        # about one per 0.25 s (0.2 waiting + 0.05 drawing)
-    assert m.overhead() <= 0.25 + 0.05 / m.elapsed() + 0.02   # the budget, give or take one
+    assert m.overhead() <= 0.25 + (0.05 + m.startup_seconds) / m.elapsed() + 0.02
     m.close()
 
 
@@ -674,4 +709,36 @@ def test_new_axis_limits_wait_their_own_cost_over_the_budget():
             time.sleep(0.001)
     fulls = m.plotter.full_draws - 1                  # the final picture at close() is full
     assert 1 <= fulls < m.redraws - m.plotter.layout_changes, (fulls, m.redraws)
-    assert m.overhead() <= 2 * m.draw_budget + 0.05
+    assert m.overhead() <= 2 * m.draw_budget + m.startup_seconds / m.elapsed() + 0.05
+
+
+def test_500_layer_norms_a_bounded_first_draw_counted_in_the_overhead(monkeypatch):
+    # Issue 23: the first draw with 500 layer norms cost 57 s, booked as start-up, so
+    # overhead() said 0.2 %. Now the picture holds the top 8 layers and one band, and every
+    # second of the first draw is in overhead().
+    from ctlkit.history import TOP
+
+    renders = []
+    real_render = Plotter.render
+
+    def timed(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        png = real_render(self, *args, **kwargs)
+        renders.append(time.perf_counter() - t0)
+        return png
+
+    monkeypatch.setattr(Plotter, "render", timed)
+    m = Monitor(total_steps=40, sink=RecordingSink(draws=True), every=0.05)
+    norms = {f"dense_{j}/kernel": 1.0 / (j + 1) for j in range(500)}
+    with m:
+        for _ in range(20):
+            m.log(loss=1.0, grad_norm=2.0, layer_norms=norms)
+        m.flush()
+        first = renders[0]
+        assert m.spent_seconds >= first and m.startup_seconds >= first
+        assert m.overhead() >= first / m.elapsed()
+    ax = m.plotter.axes["gradient norms"]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(labels) == TOP + 2 and labels[1] == "+492 more layers; band: min-max of all 500"
+    assert labels[2:] == [f"dense_{j}/kernel" for j in range(TOP)]
+    assert first < 3.0                       # 57 s before; 0.2 s measured on a loaded 2-core VM

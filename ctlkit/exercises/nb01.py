@@ -1,5 +1,5 @@
 """Notebook 01, GradientTape: a gradient with a tape, a second derivative with nested tapes,
-a NumPy function made differentiable."""
+a NumPy function made differentiable, the diagonal of a Hessian."""
 from __future__ import annotations
 
 import numpy as np
@@ -105,5 +105,101 @@ def smooth_abs(fn):
                        atol=3e-7, differentiable=True)])
 
 
+# -- 01.hessian_diagonal --------------------------------------------------------------------------
+def _hessian_parts(f, x):
+    """(the gradient, the Hessian's diagonal, the Hessian times a vector of ones) of f at x."""
+    with tf.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = f(x)
+        g = inner.gradient(y, x)
+        entries = [g[i] for i in range(x.shape[0])]   # sliced while the outer tape records
+    # the Hessian's rows one by one (outer.jacobian would trace a pfor function on every call)
+    diagonal = tf.stack([outer.gradient(g_i, x)[i] for i, g_i in enumerate(entries)])
+    row_sums = outer.gradient(g, x)              # what a copy of Ex. 2's nested tapes returns
+    del outer
+    return g, diagonal, row_sums
+
+
+def _reference_hessian_diagonal(f, x):
+    return _hessian_parts(f, x)[1]
+
+
+def _hessian_cases():
+    rng = np.random.default_rng(11)
+    a = rng.normal(size=(4, 4))
+    matrix = tf.constant(a + a.T)                                 # symmetric, not diagonal
+    features = tf.constant(rng.normal(size=(16, 3)))
+    labels = tf.constant(rng.choice([-1.0, 1.0], size=16))
+
+    def sum_tanh(x):
+        return tf.reduce_sum(tf.tanh(x))
+
+    def logsumexp(x):
+        return tf.reduce_logsumexp(x)
+
+    def quadratic(x):
+        return 0.5 * tf.reduce_sum(x * tf.linalg.matvec(matrix, x))
+
+    def square_of_sum(x):
+        return tf.reduce_sum(x) ** 2
+
+    def logistic_loss(w):
+        return tf.reduce_mean(tf.nn.softplus(-labels * tf.linalg.matvec(features, w)))
+
+    def product(x):
+        return x[0] * x[1] ** 2 * tf.sin(x[2])
+
+    return {
+        "f = sum(tanh(x)), entry by entry (here the Hessian IS diagonal)":
+            (sum_tanh, _f64([-1.5, -0.2, 0.0, 0.7, 2.0])),
+        "f = logsumexp(x) (every entry of its Hessian is non-zero)":
+            (logsumexp, _f64([0.3, -1.0, 2.0, 0.5])),
+        "f = x.A.x / 2 with a symmetric 4 x 4 A (the diagonal is A's)":
+            (quadratic, _f64([1.0, -2.0, 0.5, 3.0])),
+        "f = (sum of x)**2 (every second derivative is 2)": (square_of_sum, _f64([0.5, -1.0, 2.0])),
+        "f = notebook 01's logistic loss of 3 parameters": (logistic_loss, _f64([0.3, -0.2, 0.5])),
+        "f = x0 * x1**2 * sin(x2), mixed terms": (product, _f64([1.5, -0.7, 0.9])),
+        "a vector of one entry, f = sum(tanh(x))": (sum_tanh, _f64([0.4])),
+    }
+
+
+def hessian_diagonal(fn):
+    cases = _hessian_cases()
+    report = merge("hessian_diagonal", [
+        check_function(fn, _reference_hessian_diagonal, cases, name="hessian_diagonal", rtol=1e-8,
+                       atol=1e-10)])
+    if report.ok:
+        report.problems += _tensor_problems(fn, cases["f = logsumexp(x) (every entry of its "
+                                                      "Hessian is non-zero)"], "hessian_diagonal")
+        return report
+    # name the slips: the Hessian's row sums (Ex. 2 copied), the gradient, the whole Hessian
+    for label, (f, x) in cases.items():
+        try:
+            got = np.asarray(fn(f, x))
+        except Exception:  # noqa: BLE001 - already reported
+            continue
+        g, diagonal, row_sums = (t.numpy() for t in _hessian_parts(f, x))
+        if got.shape == diagonal.shape and not np.allclose(row_sums, diagonal, rtol=1e-6):
+            if np.allclose(got, row_sums, rtol=1e-7, atol=1e-10):
+                report.problems.insert(0,
+                    f"{label}: yours is the Hessian's row sums, H times a vector of ones: "
+                    f"outer.gradient(g, x) differentiates sum(g), so each entry collects d/dx_i of "
+                    f"every g_j. That equals the diagonal only when f treats each entry on its own "
+                    f"(Ex. 2's tanh); here you need d g_i / d x_i alone: the Jacobian of g, then "
+                    f"its diagonal.")
+                break
+            if np.allclose(got, g, rtol=1e-7, atol=1e-10):
+                report.problems.insert(0, f"{label}: yours is the gradient (first derivatives); "
+                                       f"differentiate it once more, with a tape around the tape.")
+                break
+        if got.shape == (x.shape[0], x.shape[0]) and x.shape[0] > 1:
+            report.problems.insert(0, f"{label}: yours has the shape of the whole Hessian; return "
+                                   f"its diagonal (tf.linalg.diag_part).")
+            break
+    return report
+
+
 EXERCISES = {"grad_x2_sin": grad_x2_sin, "second_derivative_tanh": second_derivative_tanh,
-             "smooth_abs": smooth_abs}
+             "smooth_abs": smooth_abs, "hessian_diagonal": hessian_diagonal}

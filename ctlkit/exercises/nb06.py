@@ -1,8 +1,6 @@
-"""Notebook 06: a graph-safe warmup + cosine schedule, clipping by the global norm, the
+"""Notebook 06: a graph-safe warmup + inverse-square-root schedule, clipping by the global norm, the
 uncertainty-weighted multi-task total, the mean of the hardest examples' losses."""
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import tensorflow as tf
@@ -11,54 +9,55 @@ from ..checks import check_function
 from ._common import merge
 
 
-# -- 06.schedule ----------------------------------------------------------------------------------
-def _reference_lr(step, peak_lr, warmup_steps, total_steps):
+# -- 06.rsqrt_schedule ----------------------------------------------------------------------------
+def _reference_rsqrt_lr(step, peak_lr, warmup_steps):
     t = tf.cast(step, tf.float32)
-    warm = peak_lr * t / max(warmup_steps, 1)
-    progress = tf.clip_by_value((t - warmup_steps) / (total_steps - warmup_steps), 0.0, 1.0)
-    cosine = 0.5 * peak_lr * (1.0 + tf.cos(math.pi * progress))
-    return tf.where(t < warmup_steps, warm, cosine)
+    warm = peak_lr * t / warmup_steps
+    decay = peak_lr * tf.sqrt(warmup_steps / tf.maximum(t, 1.0))    # t = 0 is warmup's anyway
+    return tf.where(t < warmup_steps, warm, decay)
 
 
-def schedule(fn):
+def rsqrt_schedule(fn):
     """Each hyper-parameter set on its own, with a tolerance relative to its peak (a small peak
     must not hide behind an absolute tolerance), called as the optimizer calls it: in a
     ``tf.function`` with AutoGraph off."""
-    settings = [  # (what, peak, warmup, total, {label: steps})
-        ("peak 0.1, warmup 10, total 100", 0.1, 10, 100, {
-            "every step 0..129 (int32), past the end included": tf.range(0, 130),
-            "one int64 step halfway through the cosine": tf.constant(55, tf.int64),
-            "int64 steps: start, end of warmup, end": tf.constant([0, 10, 100], tf.int64),
-            "far past the end (steps 150..400): constant 0": tf.range(150, 401, 50, dtype=tf.int64),
+    settings = [  # (what, peak, warmup, {label: steps})
+        ("peak 0.1, warmup 10", 0.1, 10, {
+            "every step 0..129 (int32)": tf.range(0, 130),
+            "one int64 step, the end of warmup (the peak)": tf.constant(10, tf.int64),
+            "int64 steps 0, 5, 40 (at 4 x warmup: half the peak)":
+                tf.constant([0, 5, 40], tf.int64),
+            "far steps 1e3, 1e5, 1e7 and 2**31 - 1 (int32)":
+                tf.constant([1000, 100000, 10000000, 2 ** 31 - 1], tf.int32),
         }),
-        ("peak 3e-4, warmup 50, total 1000 (another hyper-parameter set, a small peak)",
-         3e-4, 50, 1000, {"every 7th step 0..1197 (int64)": tf.range(0, 1200, 7, dtype=tf.int64),
-                          "the first warmup steps 0..5": tf.range(0, 6, dtype=tf.int64)}),
-        ("peak 2.0, warmup 1, total 4 (a one-step warmup)", 2.0, 1, 4, {
-            "steps 0..6 (int32)": tf.range(0, 7)}),
+        ("peak 3e-4, warmup 4000 (a long warmup, a small peak)", 3e-4, 4000, {
+            "every 37th step 0..19980 (int64)": tf.range(0, 20000, 37, dtype=tf.int64),
+            "the first steps 0..5": tf.range(0, 6, dtype=tf.int64)}),
+        ("peak 2.0, warmup 1 (a one-step warmup)", 2.0, 1, {
+            "steps 0..8 (int32)": tf.range(0, 9)}),
     ]
     reports = []
-    for what, peak, warmup, total, steps in settings:
-        def as_the_optimizer_calls_it(step, fn=fn, peak=peak, warmup=warmup, total=total):
+    for what, peak, warmup, steps in settings:
+        def as_the_optimizer_calls_it(step, fn=fn, peak=peak, warmup=warmup):
             try:
-                return tf.function(fn, autograph=False)(step, peak, warmup, total)
+                return tf.function(fn, autograph=False)(step, peak, warmup)
             except NotImplementedError as e:
                 if not str(e).strip():          # the unwritten exercise: "not written yet"
                     raise
                 # NumPy on a graph tensor raises NotImplementedError too: say what it is
                 raise TypeError(f"NumPy cannot compute with the graph's symbolic tensors: use "
-                                f"TensorFlow ops (tf.cos, tf.where, tf.clip_by_value). NumPy "
+                                f"TensorFlow ops (tf.sqrt, tf.where, tf.maximum). NumPy "
                                 f"said: {e}") from None
 
-        def reference(step, peak=peak, warmup=warmup, total=total):
-            return _reference_lr(step, peak, warmup, total)
+        def reference(step, peak=peak, warmup=warmup):
+            return _reference_rsqrt_lr(step, peak, warmup)
         cases = {f"{what}, {label}": (s,) for label, s in steps.items()}
-        r = check_function(as_the_optimizer_calls_it, reference, cases, name="warmup_cosine_lr",
+        r = check_function(as_the_optimizer_calls_it, reference, cases, name="warmup_rsqrt_lr",
                            rtol=1e-5, atol=1e-6 * peak)
         reports.append(r)
         if any("not written yet" in p for p in r.problems):
             break
-    return merge("warmup_cosine_lr", reports)
+    return merge("warmup_rsqrt_lr", reports)
 
 
 # -- 06.clip_global -------------------------------------------------------------------------------
@@ -160,5 +159,5 @@ def hardest_mean(fn):
     return merge("hardest_mean", reports)
 
 
-EXERCISES = {"schedule": schedule, "clip_global": clip_global,
+EXERCISES = {"rsqrt_schedule": rsqrt_schedule, "clip_global": clip_global,
              "uncertainty_total": uncertainty_total, "hardest_mean": hardest_mean}

@@ -23,8 +23,9 @@ def d_loss_smoothed(fn):
         "32 real and 32 fake logits, the default real_label (0.9)": (logits(32), logits(32), None),
         "real_label=0.8": (logits(16), logits(16), 0.8),
         "real_label=1.0 (no smoothing)": (logits(8), logits(8), 1.0),
+        # no logit at exactly 0: max(x, 0) and |x| forms of the same loss pick a subgradient there
         "extreme logits of +-200 (log(sigmoid) overflows there)":
-            (tf.constant([[200.0], [-200.0], [0.0]]), tf.constant([[-200.0], [200.0], [1.5]]), 0.9),
+            (tf.constant([[200.0], [-200.0], [0.25]]), tf.constant([[-200.0], [200.0], [1.5]]), 0.9),
         "24 real logits but 6 fake ones (each term is the mean over its own batch)":
             (logits(24), logits(6, scale=5.0), 0.9),
     }
@@ -105,6 +106,22 @@ def _critics():
     return linear, conv(1, 71), conv(3, 72)
 
 
+def _r1_slip(value, batch, pixels):
+    """What a wrong penalty on the linear critic (||w|| = 3, so 9 is right) most likely did."""
+    near = lambda a, b: abs(a - b) <= 1e-3 * abs(b)  # noqa: E731
+    for want, what in ((9.0 * batch, f"{batch} x 9: summed over the {batch} images instead of "
+                                     f"averaged"),
+                       (9.0 / pixels, f"9 / {pixels}: averaged over the {pixels} pixels instead "
+                                      f"of summed"),
+                       (9.0 / batch / pixels, "9 divided by every entry: a mean over everything"),
+                       (3.0, "||w|| itself: the norm, not its square"),
+                       (4.0, "(||w|| - 1)^2: WGAN-GP's penalty, not R1's"),
+                       (18.0, "twice 9"), (4.5, "half of 9")):
+        if near(value, want):
+            return f" (that is {what})"
+    return ""
+
+
 def r1_penalty(fn):
     linear, conv1, conv3 = _critics()
     rng = np.random.default_rng(73)
@@ -120,17 +137,20 @@ def r1_penalty(fn):
     if report.ok or any("not written yet" in p for p in report.problems):
         return report
     hints = []
+    first = cases["a linear critic with ||w|| = 3 (the penalty is 9), 16 images"][1]
     try:
-        out = _with_weight_gradients(fn)(linear, images(4, 1))
+        out = _with_weight_gradients(fn)(linear, first)          # the same critic, the same images
         value, grads = out.pop("the penalty"), list(out.values())
         if grads and all(g is None for g in grads):
             hints.append("the outer tape gets no gradient with respect to the critic's weights: take "
                          "the input gradient with a tape opened *inside* your function (no "
                          "tf.stop_gradient, no .numpy()), so that the caller's tape records it.")
         elif np.shape(value) == () and abs(float(value) - 9.0) > 1e-3:
-            hints.append(f"for the linear critic with ||w|| = 3 your penalty is {float(value):.4g}, "
-                         f"not ||w||^2 = 9: square the per-image gradient norm, sum it over every "
-                         f"pixel and channel, and average over the batch.")
+            hints.append(f"for the linear critic with ||w|| = 3, on the same 16 images as the first "
+                         f"case below, your penalty is {float(value):.4g}, not ||w||^2 = 9"
+                         f"{_r1_slip(float(value), int(first.shape[0]), int(np.prod(first.shape[1:])))}"
+                         f": square each image's input-gradient norm (the sum of the squared "
+                         f"gradient over every pixel and channel), then average over the batch.")
     except Exception:  # noqa: BLE001 - the case messages already report errors
         pass
     return Report(name=report.name, problems=hints + report.problems, cases=report.cases)

@@ -1,4 +1,5 @@
-"""Notebook 10, distributed training: a replica's share of the loss, a distributed training step."""
+"""Notebook 10, distributed training: a replica's share of the loss, a distributed training step, and
+a clipped distributed step whose threshold is stated for the global batch's gradient."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,36 @@ def replica_loss(fn):
         "confident logits (x 50): per-example losses from ~0 to hundreds": (labels[:24],
                                                                            50.0 * logits[:24], 96),
     }
-    return check_function(fn, _reference_replica_loss, cases, name="replica_loss",
-                          differentiable=True, rtol=1e-5, atol=1e-7)
+    report = check_function(fn, _reference_replica_loss, cases, name="replica_loss",
+                            differentiable=True, rtol=1e-5, atol=1e-7)
+    if not report.ok and not any("not written yet" in p for p in report.problems):
+        hint = _replica_loss_hint(fn, cases)
+        if hint:
+            report.problems.insert(0, hint)
+    return report
+
+
+def _replica_loss_hint(fn, cases):
+    """Name the slip when every case matches one of the usual wrong formulas."""
+    slips = (
+        ("you took the mean over this replica's own examples (tf.reduce_mean, or a Keras loss with "
+         "its default reduction): the replicas' losses are summed, so each must be its sum divided "
+         "by the GLOBAL batch size (on 32 of 64 examples yours is 2 times too big)",
+         lambda y, l, g: tf.reduce_mean(_per_example_loss(y, l))),
+        ("you summed this replica's losses but never divided by global_batch_size",
+         lambda y, l, g: tf.reduce_sum(_per_example_loss(y, l))),
+        ("you divided by a fixed 64 (the notebook's GLOBAL), not by the global_batch_size argument",
+         lambda y, l, g: tf.reduce_sum(_per_example_loss(y, l)) / 64.0),
+    )
+    try:
+        got = {k: np.asarray(fn(*args), np.float64) for k, args in cases.items()}
+    except Exception:  # noqa: BLE001 - the case messages report errors
+        return None
+    for sentence, slip in slips:
+        if all(got[k].shape == () and np.isclose(got[k], float(slip(*args)), rtol=1e-5)
+               for k, args in cases.items()):
+            return sentence + "."
+    return None
 
 
 # -- 10.distributed_step --------------------------------------------------------------------------
@@ -68,6 +97,52 @@ def _reference_distributed_step(strategy, model, optimizer, global_batch_size):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_fn, args=(x, y)),
                                axis=None)
     return step
+
+
+def _slips(replicas):
+    """What an update (or a returned loss) exactly R, or 1/R, times the reference's means."""
+    if replicas < 2:
+        return None
+    return {replicas: f"{replicas} is the number of replicas: each replica's loss was the mean over "
+                      f"its own examples (tf.reduce_mean), so the summed gradients are {replicas} "
+                      f"times too big; divide each replica's summed loss by the global batch size "
+                      f"(tf.nn.compute_average_loss(..., global_batch_size=...)), or gradients "
+                      f"already summed were summed again (apply_gradients inside strategy.run adds "
+                      f"the replicas' gradients up)",
+            1 / replicas: f"that is one over the number of replicas: the replicas' values were "
+                          f"averaged (ReduceOp.MEAN) where each is already a share of the global "
+                          f"mean and they must be summed (ReduceOp.SUM)"}
+
+
+def _runs(strategy, replicas, labels=None):
+    """[(global batch size, {label: distributed batch})]: two global batches of 64, then two of 33
+    (uneven over 2 replicas). ``labels`` (one word per batch) say more about a batch."""
+    runs = []
+    for global_batch, seeds in ((64, (101, 102)), (33, (103, 104))):
+        batches = {}
+        for k, seed in enumerate(seeds):
+            batch, split = _distribute(strategy, *_digits_like(global_batch, seed, 1.0 + 3.0 * k))
+            even = "" if global_batch % replicas == 0 else ", uneven"
+            more = f", {labels[k]}" if labels else ""
+            batches[f"{'another' if k else 'a'} global batch of {global_batch} ({split} on "
+                    f"{replicas} replica(s){even}{more})"] = batch
+        runs.append((global_batch, batches))
+    return runs
+
+
+def _name_factor(problems, replicas):
+    """The problems, led by the slip an exact factor R or 1/R means when only a weight's message
+    shows that factor (check_step names a factor of the whole update, but float32 rounding of
+    the smallest weight changes can hide it there)."""
+    slips = _slips(replicas)
+    if not slips or any("number of replicas" in p for p in problems):
+        return problems
+    for value, meaning in slips.items():
+        words = f"1/{replicas}" if value < 1 else f"{replicas}"
+        if any(f"yours is {words} times the expected" in p for p in problems):
+            return [f"your step's update is {words} times the reference's on some weights: "
+                    f"{meaning}.", *problems]
+    return problems
 
 
 class StrategyMistake(TypeError):
@@ -152,24 +227,16 @@ def distributed_step(fn, strategy=None):
     def state(model, optimizer):
         return {"iterations": int(optimizer.iterations.numpy())}
 
-    runs = []
-    for global_batch, seeds in ((64, (101, 102)), (33, (103, 104))):
-        batches = {}
-        for k, seed in enumerate(seeds):
-            batch, split = _distribute(strategy, *_digits_like(global_batch, seed, 1.0 + 3.0 * k))
-            even = "" if global_batch % replicas == 0 else ", uneven"
-            batches[f"{'another' if k else 'a'} global batch of {global_batch} ({split} on "
-                    f"{replicas} replica(s){even})"] = batch
-        runs.append((global_batch, batches))
+    runs = _runs(strategy, replicas)
 
     cases = 0
     for global_batch, batches in runs:
         report = check_step(_bind(fn, strategy), _bind(_reference_distributed_step, strategy), build,
                             batches, args=(global_batch,), state=state, name=name,
-                            rtol=1e-4, atol=1e-6)
+                            rtol=1e-4, atol=1e-6, slips=_slips(replicas))
         cases += report.cases
         if not report.ok:
-            problems = list(report.problems)
+            problems = _name_factor(list(report.problems), replicas)
             if cases > report.cases and all("differs" in p for p in problems):
                 problems.append(f"it is right on global batches of 64 but not on {global_batch} "
                                 f"examples: divide each replica's summed loss by the "
@@ -180,4 +247,112 @@ def distributed_step(fn, strategy=None):
     return Report(name=name, problems=[], cases=cases)
 
 
-EXERCISES = {"replica_loss": replica_loss, "distributed_step": distributed_step}
+
+# -- 10.clipped_step ------------------------------------------------------------------------------
+CLIP = 1.5      # the checker's own data and weights (fixed seeds): the all-reduced gradient's norm
+                # is 0.71 and 0.73 on the batches of pixels in [0, 1], 5.6 and 6.0 on those in
+                # [0, 4], where each replica's share is 3.1 to 3.6: above the clip too
+
+
+def _reference_clipped_step(strategy, model, optimizer, global_batch_size, clip):
+    @tf.function
+    def step(x, y):
+        def replica_fn(x, y):
+            with tf.GradientTape() as tape:
+                loss = tf.nn.compute_average_loss(_per_example_loss(y, model(x, training=True)),
+                                                  global_batch_size=global_batch_size)
+            return loss, tape.gradient(loss, model.trainable_variables)
+        losses, shares = strategy.run(replica_fn, args=(x, y))
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        grads = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) for g in shares]
+        grads, norm = tf.clip_by_global_norm(grads, clip)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss, norm
+    return step
+
+
+def clipped_step(fn, strategy=None):
+    """The learner's ``make_clipped_step(strategy, model, optimizer, global_batch_size, clip)``
+    beside the reference under ``strategy``: global batches of 64 then of 33, in each run one batch
+    whose all-reduced gradient is shorter than the clip and one whose gradient (and every replica's
+    share of it) is longer."""
+    import keras
+    name = "make_clipped_step"
+    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
+        raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
+                           f"MirroredStrategy), got {type(strategy).__name__}")
+    strategy = strategy if strategy is not None else default_strategy()
+    replicas = strategy.num_replicas_in_sync
+    try:
+        fn(strategy, None, None, 64, CLIP)
+    except NotImplementedError:
+        return Report(name=name, problems=[f"{name}: not written yet (it raised "
+                                           f"NotImplementedError)."], cases=0)
+    except Exception:  # noqa: BLE001 - it needs the real model: check_step below will see
+        pass
+
+    def build():
+        with strategy.scope():
+            keras.utils.set_random_seed(10)
+            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
+                                      keras.layers.Dense(32, activation="relu"),
+                                      keras.layers.Dense(10)])
+            optimizer = keras.optimizers.SGD(learning_rate=0.1)
+            optimizer.build(model.trainable_variables)
+        return model, optimizer
+
+    def state(model, optimizer):
+        return {"iterations": int(optimizer.iterations.numpy())}
+
+    def bind(factory):
+        def make(model, optimizer, global_batch_size, clip):
+            step = factory(strategy, model, optimizer, global_batch_size, clip)
+            return _OneValue(step) if hasattr(step, "experimental_get_tracing_count") else step
+        return make
+
+    runs = _runs(strategy, replicas, labels=(f"its gradient shorter than the clip {CLIP}",
+                                             f"its gradient longer than the clip {CLIP}"))
+    cases = 0
+    for global_batch, batches in runs:
+        report = check_step(bind(fn), bind(_reference_clipped_step), build, batches,
+                            args=(global_batch, CLIP), state=state, name=name, rtol=1e-4,
+                            atol=1e-6, slips=_slips(replicas))
+        cases += report.cases
+        if not report.ok:
+            problems = _name_factor(list(report.problems), replicas)
+            return Report(name=name, problems=_clip_hints(problems, global_batch), cases=cases)
+    return Report(name=name, problems=[], cases=cases)
+
+
+def _clip_hints(problems, global_batch):
+    """The report's sentences, led by what the first one most likely means."""
+    first = problems[0]
+    if any("number of replicas" in p for p in problems):
+        return problems                                   # a slip with a name: said already
+    if "returned[1] differs" in first:
+        hint = ("the gradient norm your step returned is not the reference's: return the global "
+                "norm of the all-reduced gradient (the replicas' shares summed), taken before "
+                "clipping; tf.clip_by_global_norm returns it as its second value. A sum or mean of "
+                "each replica's own norm is not that norm, and after clipping it is at most the clip")
+    elif "returned[0] differs" in first:
+        hint = (f"the loss your step returned is not the mean over the global batch: sum the "
+                f"replicas' losses (strategy.reduce SUM), each its summed losses divided by "
+                f"global_batch_size ({global_batch} here), not by a fixed number such as the "
+                f"notebook's GLOBAL = 64")
+    elif "longer than the clip" in first and "after the step" in first:
+        hint = ("the update differs on a batch whose gradient is longer than the clip: clip the "
+                "all-reduced gradient (the sum of the replicas' shares) to the threshold, after "
+                "strategy.run, as one device clips its whole batch's gradient; clipping each "
+                "replica's share (or Keras' clipnorm / global_clipnorm, which do that) lets the "
+                "update grow up to R times the threshold")
+    elif "shorter than the clip" in first and "after the step" in first:
+        hint = ("the update differs already on a batch whose gradient is shorter than the clip, "
+                "where clipping changes nothing: look at the loss scaling (the global batch) and at "
+                "how the gradients are summed and applied (once, after the all-reduce)")
+    else:
+        return problems
+    return [hint + ".", *problems]
+
+
+EXERCISES = {"replica_loss": replica_loss, "distributed_step": distributed_step,
+             "clipped_step": clipped_step}

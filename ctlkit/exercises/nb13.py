@@ -60,6 +60,11 @@ def _slips(z1, z2, temperature):
             loss(tf.matmul(zz, zz, transpose_b=True) / temperature),
         "it matches the SUM over the 2N anchors: take the mean":
             loss(raw / temperature, reduce=tf.reduce_sum),
+        "it is TWICE the mean over the 2N anchors: the factor 2 of SimCLR's published code, whose "
+        "tf2/objective.py returns tf.reduce_mean(loss_a + loss_b), a mean over N of two anchors' "
+        "losses added; the mean over all 2N anchors is half of that (or the mean of "
+        "tf.concat([loss_a, loss_b], 0))":
+            2.0 * loss(raw / temperature),
         "it matches the mean over view 1's anchors only: view 2's N anchors (candidates [ba | bb]) "
         "count too": loss(raw / temperature, rows=slice(0, n2 // 2)),
     }

@@ -221,4 +221,125 @@ def meta_gradient(fn):
     return _report("maml_meta_gradient", problems, cases)
 
 
-EXERCISES = {"inner_steps": inner_steps, "meta_gradient": meta_gradient}
+# -- 14.meta_sgd_gradient ------------------------------------------------------------------------
+def _alphas(seed, variables=False, low=0.005, high=0.04):
+    """Meta-SGD's learning rates: one per weight entry, shaped like params, between low and high."""
+    import numpy as np
+    from ._sinusoids import SHAPES
+    rng = np.random.default_rng(seed)
+    out = [tf.constant(rng.uniform(low, high, shape), tf.float32) for shape in SHAPES]
+    return [tf.Variable(a) for a in out] if variables else out
+
+
+def _reference_meta_sgd(params, alphas, tasks, first_order=False, reduce="mean", sign=1.0,
+                        alpha_mean=False):
+    """d/d(params, alphas) of the mean query loss after one Meta-SGD step per task,
+    theta' = theta - alpha * grad (entry by entry), second order."""
+    watched = list(params) + list(alphas)
+    with tf.GradientTape() as outer:
+        outer.watch(watched)
+        losses = []
+        for xs, ys, xq, yq in tasks:
+            with tf.GradientTape() as inner:
+                inner.watch(params)
+                support = mse(params, xs, ys)
+            grads = inner.gradient(support, params)
+            if first_order:
+                grads = [tf.stop_gradient(g) for g in grads]
+            rates = [tf.reduce_mean(a) for a in alphas] if alpha_mean else alphas
+            fast = [w - sign * a * g for w, a, g in zip(params, rates, grads)]
+            losses.append(mse(fast, xq, yq))
+        total = tf.add_n(losses)
+        meta_loss = total / len(tasks) if reduce == "mean" else total
+    g = outer.gradient(meta_loss, watched)
+    n = len(params)
+    return list(g[:n]), list(g[n:])
+
+
+META_SGD_CASES = {   # label: (seed, params as variables, alphas as variables, tasks, alpha range)
+    "one task, params and alphas as tf.Variables (neither may change)":
+        (41, True, True, [(51, 3.0, 0.7, 10, 20)], (0.005, 0.04)),
+    "three tasks (the meta-loss is the mean over tasks)":
+        (42, True, True, [(52, 1.0, 0.1, 10, 20), (53, 4.5, 2.0, 10, 20), (54, 2.5, 3.0, 10, 20)],
+         (0.005, 0.04)),
+    "params and alphas as plain tensors (the outer tape must watch both)":
+        (43, False, False, [(55, 2.0, 1.5, 10, 20), (56, 3.5, 0.4, 10, 20)], (0.01, 0.05)),
+    "5 support and 30 query points, rates from 0.001 to 0.05":
+        (44, True, True, [(57, 4.0, 2.2, 5, 30)], (0.001, 0.05)),
+}
+
+
+def meta_sgd_gradient(fn):
+    """``fn(params, alphas, tasks)``: (d meta-loss / d params, d meta-loss / d alphas), where the
+    inner step is theta' = theta - alphas * grad, entry by entry, and the meta-loss is the mean
+    over tasks of the query loss at theta'."""
+    problems, cases = [], 0
+    for label, (seed, p_vars, a_vars, specs, (low, high)) in META_SGD_CASES.items():
+        cases += 1
+        tasks = [sinusoid_task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
+        mine, ref = random_params(seed, p_vars), random_params(seed)
+        rates, ref_rates = _alphas(seed + 100, a_vars, low, high), _alphas(seed + 100, False, low, high)
+        before = [v.numpy() for v in mine + rates]
+        got, err = call(fn, (mine, rates, list(tasks)), label)
+        if err:
+            problems.append(err)
+            if "not written yet" in err:
+                break
+            continue
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            what = (f"{len(got)} items" if isinstance(got, (tuple, list))
+                    else f"a {type(got).__name__}")
+            problems.append(f"{label}: returned {what}; expected a pair (the gradients w.r.t. "
+                            f"params, the gradients w.r.t. alphas), each a list of six tensors.")
+            continue
+        got_p, got_a = got
+        case = (structure_problems(got_p, label, "the gradients w.r.t. params")
+                or structure_problems(got_a, label, "the gradients w.r.t. alphas"))
+        moved = changed(mine + rates, before)
+        if moved:
+            case.append(f"{label}: your function changed the variables it was given (items "
+                        f"{moved} of params + alphas): the inner step makes new tensors; only "
+                        f"the outer optimiser, afterwards, updates params and alphas.")
+        if case:
+            if not moved and any("item" in p and "is None" in p for p in case) \
+                    and isinstance(got_a, (list, tuple)) and any(g is None for g in got_a):
+                case = [f"{label}: the gradient w.r.t. alphas is None: the outer tape must "
+                        f"watch the alphas too (tape.watch(params + alphas)), and the inner "
+                        f"step must multiply each gradient by its alpha with TensorFlow ops."]
+            problems += case
+            continue
+        want_p, want_a = _reference_meta_sgd(ref, ref_rates, tasks)
+        alpha_diff = compare_lists(got_a, want_a, f"{label}: the gradient w.r.t. alphas",
+                                   max_abs(want_a))
+        param_diff = compare_lists(got_p, want_p, f"{label}: the gradient w.r.t. params",
+                                   max_abs(want_p))
+        if not alpha_diff and not param_diff:
+            continue
+        variants = [
+            (dict(first_order=True),
+             "It matches first-order Meta-SGD: the inner gradient must stay on the outer tape (no "
+             "tf.stop_gradient), so that the params' gradient keeps its Hessian term; the alphas' "
+             "gradient is the same either way."),
+            (dict(reduce="sum"),
+             "It matches the sum over tasks: the meta-loss is the mean of the tasks' query losses."),
+            (dict(sign=-1.0),
+             "It matches an inner step uphill (theta + alpha * g): step against the gradient."),
+            (dict(alpha_mean=True),
+             "It matches one rate per weight tensor (the mean of its alphas): Meta-SGD multiplies "
+             "entry by entry, theta' = theta - alpha * g with alpha shaped like theta."),
+        ]
+        hint = ""
+        for settings, words in variants:
+            try:
+                vp, va = _reference_meta_sgd(ref, ref_rates, tasks, **settings)
+            except Exception:  # noqa: BLE001 - a variant that cannot run is no match
+                continue
+            if matches(got_p, vp) and matches(got_a, va):
+                hint = " " + words
+                break
+        problems.append((param_diff or alpha_diff)[0] + hint)
+    return _report("meta_sgd_gradient", problems, cases)
+
+
+EXERCISES = {"inner_steps": inner_steps, "meta_gradient": meta_gradient,
+             "meta_sgd_gradient": meta_sgd_gradient}

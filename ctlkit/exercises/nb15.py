@@ -1,5 +1,8 @@
-"""Notebook 15, reinforcement learning: bootstrapped returns over episode ends, the DQN loss."""
+"""Notebook 15, reinforcement learning: bootstrapped returns over episode ends, the Double-DQN
+loss."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -71,15 +74,98 @@ def returns(fn):
     return Report(name=report.name, problems=_first(report.problems), cases=report.cases)
 
 
-# -- 15.dqn_loss ----------------------------------------------------------------------------------
-def _reference_dqn_loss(online, target, batch, gamma):
+# -- 15.double_dqn_loss ---------------------------------------------------------------------------
+def _variant_loss(online, target, batch, gamma, picker="online", valuer="target",
+                  done="terminated", reduce="mean", loss="huber", gamma_power=1):
+    """The Double-DQN loss (by default), or one of the slips the checker can name: which network
+    picks a' and which values it, what ends the future, the reduction, the loss."""
     import keras
-    next_q = target(batch["next_obs"])
-    y = batch["rewards"] + gamma * (1.0 - batch["terminated"]) * tf.reduce_max(next_q, axis=-1)
-    y = tf.stop_gradient(y)                          # the target is a label, not a function of w
+    nets = {"online": online, "target": target}
+    next_obs = batch["next_obs"]
+    best = tf.argmax(nets[picker](next_obs), axis=-1, output_type=tf.int32)
+    next_value = tf.gather(nets[valuer](next_obs), best, batch_dims=1)
+    ended = {"terminated": batch["terminated"], "nothing": tf.zeros_like(batch["terminated"]),
+             "either": tf.maximum(batch["terminated"], batch["truncated"])}[done]
+    y = tf.stop_gradient(batch["rewards"] + gamma ** gamma_power * (1.0 - ended) * next_value)
+    q = online(batch["obs"])
+    q_taken = tf.reduce_sum(q * tf.one_hot(batch["actions"], q.shape[-1]), axis=-1)
+    err = y - q_taken
+    per = (keras.losses.Huber(delta=1.0, reduction=None)(y[:, None], q_taken[:, None])
+           if loss == "huber" else tf.square(err))
+    return tf.reduce_mean(per) if reduce == "mean" else tf.reduce_sum(per)
+
+
+def _reference_double_dqn_loss(online, target, batch, gamma):
+    """Double DQN (van Hasselt et al., 2016): the online network picks a', the target network
+    values it; only `terminated` cuts the future; y is a constant; Huber (delta 1), the mean."""
+    import keras
+    next_obs = batch["next_obs"]
+    best = tf.argmax(online(next_obs), axis=-1, output_type=tf.int32)     # picked by the online net
+    next_value = tf.gather(target(next_obs), best, batch_dims=1)         # valued by the target net
+    y = tf.stop_gradient(batch["rewards"] + gamma * (1.0 - batch["terminated"]) * next_value)
     q = online(batch["obs"])
     q_taken = tf.reduce_sum(q * tf.one_hot(batch["actions"], q.shape[-1]), axis=-1)
     return keras.losses.Huber(delta=1.0)(y, q_taken)
+
+
+# (settings of _variant_loss, what that slip is): tried in order on a loss that differs
+_DQN_SLIPS = [
+    (dict(picker="target", valuer="target"),
+     "It matches the plain DQN target, max_a' Q_target(s', a'): in Double DQN the ONLINE network "
+     "picks a' = argmax_a' Q_online(s', a'), and the target network gives its value "
+     "Q_target(s', a')."),
+    (dict(picker="target", valuer="online"),
+     "It matches the roles swapped: the target network picked a' and the online network valued it. "
+     "The online network picks (argmax), the target network values."),
+    (dict(picker="online", valuer="online"),
+     "It matches a target taken from the online network alone (max_a' Q_online(s', a')): the "
+     "online network picks a', but its value must come from the target network."),
+    (dict(done="nothing"),
+     "It matches a target that bootstraps from terminal states: multiply the next value by "
+     "(1 - terminated), so an episode that really ended has no future."),
+    (dict(done="either"),
+     "It matches a target that treats time-limit truncation as an end: only `terminated` cuts "
+     "the future; a truncated transition still bootstraps."),
+    (dict(reduce="sum"),
+     "It matches the SUM over the batch: take the mean of the per-transition losses."),
+    (dict(loss="mse"),
+     "It matches the squared error: use the Huber loss with delta = 1 (quadratic below 1, "
+     "linear above)."),
+    (dict(gamma_power=2),
+     "It matches gamma squared in the target: the next value is discounted once, "
+     "y = r + gamma * (1 - terminated) * Q_target(s', a')."),
+    (dict(gamma_power=0),
+     "It matches a target with no discount: multiply the next value by gamma."),
+    (dict(picker="target", valuer="target", done="nothing"),
+     "It matches the plain DQN target without terminal masking: two slips (Double DQN lets the "
+     "online network pick a'; terminated transitions have no future)."),
+]
+
+
+_RATIO = re.compile(r"; yours is ([0-9.e+-]+) times the expected")
+
+
+def _plain_ratio(sentence):
+    """The sentence without compare's "yours is c times the expected" when c is no simple factor:
+    two scalar losses always have some ratio, and 0.7185 names nothing."""
+    m = _RATIO.search(sentence)
+    if m:
+        c = float(m[1])
+        simple = any(abs(v - round(v)) < 1e-3 * v and round(v) >= 2 for v in (c, 1 / c))
+        if not simple:
+            sentence = sentence[:m.start()] + sentence[m.end():]
+    return sentence
+
+
+def _name_slip(fn_loss, net, tgt, batch, gamma):
+    for settings, hint in _DQN_SLIPS:
+        try:
+            value = _variant_loss(net, tgt, batch, gamma, **settings)
+        except Exception:  # noqa: BLE001 - a variant that cannot run is no match
+            continue
+        if np.allclose(np.asarray(fn_loss, np.float64), float(value), rtol=1e-5, atol=1e-6):
+            return " " + hint
+    return ""
 
 
 def _q_net(seed, hidden=16, scale=1.0):
@@ -114,6 +200,7 @@ def _loss_and_grads(fn, online, target, batch, gamma):
         loss = fn(online, target, batch, gamma)
     watched = online.trainable_variables + (target.trainable_variables if apart else [])
     grads = tape.gradient(loss, watched) if tf.is_tensor(loss) else [None] * len(watched)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
     n = len(online.trainable_variables)
     return loss, grads[:n], grads[n:]
 
@@ -130,8 +217,17 @@ def _try(fn, args, label):
         return None, f"{label}: raised {explain(e)}"
 
 
-def dqn_loss(fn):
-    online, target = _q_net(160), _q_net(161, scale=3.0)   # target: other weights, other argmax
+def _disagree(online, target, batch):
+    """How many next states the two networks would pick different actions in."""
+    a = tf.argmax(online(batch["next_obs"]), axis=-1)
+    b = tf.argmax(target(batch["next_obs"]), axis=-1)
+    return int(tf.reduce_sum(tf.cast(a != b, tf.int32)))
+
+
+def double_dqn_loss(fn):
+    # online and target with other weights: on many next states they pick different actions,
+    # so the network that picks and the one that values both show in the loss
+    online, target = _q_net(160), _q_net(161, scale=3.0)
     cases = {
         "a batch with terminal transitions (terminated = 1), a separate target network":
             (online, target, _batch(162, terminated=0.3), 0.99),
@@ -143,9 +239,9 @@ def dqn_loss(fn):
         "right after a sync: the target network is the online network itself":
             (online, online, _batch(166, terminated=0.2), 0.99),
     }
-    problems = []
+    problems, named = [], set()
     for label, (net, tgt, batch, gamma) in cases.items():
-        want, want_grads, _ = _loss_and_grads(_reference_dqn_loss, net, tgt, batch, gamma)
+        want, want_grads, _ = _loss_and_grads(_reference_double_dqn_loss, net, tgt, batch, gamma)
         out, err = _try(_loss_and_grads, (fn, net, tgt, batch, gamma), label)
         if err:
             problems.append(err)
@@ -154,6 +250,10 @@ def dqn_loss(fn):
             continue
         got, got_grads, target_grads = out
         case = compare(got, want, where=f"{label}: the loss", rtol=1e-5, atol=1e-6)
+        if case and np.shape(got) == ():
+            hint = _name_slip(got, net, tgt, batch, gamma)
+            case = [_plain_ratio(case[0]).rstrip(".") + "." + ("" if hint in named else hint)]
+            named.add(hint)                          # a slip is named once, on its first case
         if not case and any(g is None for g in got_grads):
             case = [f"{label}: the loss has no gradient with respect to the online network's "
                     f"weights (was Q(s, a) computed with TensorFlow ops from online(obs)?)."]
@@ -173,10 +273,10 @@ def dqn_loss(fn):
         label = "inside a tf.function"
         batch = _batch(167, terminated=0.3)
         out, err = _try(tf.function(fn), (online, target, batch, 0.99), label)
-        want = _reference_dqn_loss(online, target, batch, 0.99)
+        want = _reference_double_dqn_loss(online, target, batch, 0.99)
         problems += [err] if err else compare(out, want, where=f"{label}: the loss",
                                              rtol=1e-5, atol=1e-6)
-    return Report(name="dqn_loss", problems=_first(problems), cases=len(cases) + 1)
+    return Report(name="double_dqn_loss", problems=_first(problems), cases=len(cases) + 1)
 
 
-EXERCISES = {"returns": returns, "dqn_loss": dqn_loss}
+EXERCISES = {"returns": returns, "double_dqn_loss": double_dqn_loss}
