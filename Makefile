@@ -128,7 +128,8 @@ endif
 ONCE_colab := --deselect tests/test_packaging.py::test_installing_the_kit_on_colab_adds_only_the_kit
 ONCE_oldest := $(ONCE_colab)
 
-# One shell, every step chained with &&: the first failing step fails `make test`.
+# One shell, every step chained with &&: the first failing step fails `make test`. The checks that
+# need no TensorFlow run first: the notebooks normalised, `ruff check` ([tool.ruff] in pyproject.toml).
 # CTLKIT_QUICK=1 caps epochs, steps and data sizes inside ctlkit (docs in README, "Quick mode").
 # HOG=1 starts a process spinning on one core before the notebooks and kills it when the shell exits.
 QUICK_FLAG := $(if $(filter full,$(MODE)),0,1)
@@ -139,6 +140,7 @@ test-one: $(STAMP)
 	export CTLKIT_QUICK=$(QUICK_FLAG) MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 CTLKIT_STACK=$(ONE) $(ENV_$(ONE)) \
 	       $(if $(SEED),CTLKIT_SEED=$(SEED)) PATH="$(abspath $(VENV))/bin:$$PATH" && \
 	$(VPY) tools/nbnorm.py --check notebooks && \
+	$(VPY) -m ruff check . && \
 	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(ONCE_$(ONE)) &&) \
 	$(if $(HOG),{ $(VPY) -c 'while True: pass' & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; } &&) \
 	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ -q -p no:cacheprovider

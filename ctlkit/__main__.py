@@ -40,7 +40,7 @@ def doctor() -> int:
     except ImportError:
         widgets += "; JupyterLab not installed"
     print(f"widget frontend: {widgets}")
-    from .sinks import make_sink
+    from .monitor.sinks import make_sink
 
     try:  # what Monitor(sink="auto") would pick here (honours CTLKIT_MONITOR)
         sink = type(make_sink("auto")).__name__

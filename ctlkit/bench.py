@@ -21,10 +21,9 @@ import platform
 import statistics
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
-
-import keras
 
 from . import validate
 from .runtime import gpu_compute_capability, recommend_policy, run_seed

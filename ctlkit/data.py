@@ -114,7 +114,7 @@ def _keras_download(name: str):
     module = keras.datasets.mnist if name == "mnist" else keras.datasets.fashion_mnist
     try:
         (xa, ya), (xb, yb) = module.load_data()  # the real download code
-    except Exception as e:  # noqa: BLE001 - a broken cache or download, said and left in place
+    except Exception as e:  # a broken cache or download, said and left in place
         raise DatasetUnavailable(
             f"{name}: Keras could not read or download it ({type(e).__name__}: {e}). If "
             f"{_keras_cache(name)} exists it may be damaged (an interrupted download): delete it "

@@ -17,7 +17,7 @@ def find_tpu():
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return resolver
-    except Exception:  # noqa: BLE001 - any failure means "no usable TPU"
+    except Exception:  # any failure means "no usable TPU"
         return None
 
 
@@ -27,7 +27,7 @@ def gpu_compute_capability(device) -> tuple | None:
 
     try:
         cc = tf.config.experimental.get_device_details(device).get("compute_capability")
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     return tuple(cc) if cc else None
 

@@ -67,8 +67,8 @@ def tensorflow_started() -> bool:
     try:
         from tensorflow.python.eager import context
 
-        return context.context()._context_handle is not None  # noqa: SLF001 - no public flag
-    except Exception:  # noqa: BLE001 - if TF moved it, assume started (the safe answer)
+        return context.context()._context_handle is not None  # no public flag
+    except Exception:  # if TF moved it, assume started (the safe answer)
         return True
 
 

@@ -6,11 +6,12 @@
 The worker program is yours (notebook 10 writes one): ``launch()`` starts it once per worker as
 ``python SCRIPT --out OUT ARGS...``, each process with its own ``TF_CONFIG`` on 127.0.0.1 (free
 ports; worker 0 is the chief) and no GPU (two processes sharing one GPU would fight over its
-memory). It reads what the workers print (a byte that is not UTF-8 shows as U+FFFD), keeps each worker's output in ``OUT/worker_<i>.log``,
-stops at ``timeout``, fails at once if a worker dies on its own, and kills every process it started
-before it returns. A worker reports progress in lines ``CTLKIT <KIND> <step> ...`` (``READY``,
-``STEP n loss``, ``CKPT n``, ``RESUME n``, ``DONE n``); with ``kill_after_checkpoint=k`` the launcher
-SIGKILLs one worker once the chief prints ``CTLKIT CKPT n`` with n >= k, as a lost machine would.
+memory). It reads what the workers print (a byte that is not UTF-8 shows as U+FFFD), keeps each
+worker's output in ``OUT/worker_<i>.log``, stops at ``timeout``, fails at once if a worker dies on
+its own, and kills every process it started before it returns. A worker reports progress in lines
+``CTLKIT <KIND> <step> ...`` (``READY``, ``STEP n loss``, ``CKPT n``, ``RESUME n``, ``DONE n``);
+with ``kill_after_checkpoint=k`` the launcher SIGKILLs one worker once the chief prints ``CTLKIT
+CKPT n`` with n >= k, as a lost machine would.
 
 Not private to this machine. ``TF_CONFIG`` names 127.0.0.1, but TensorFlow's gRPC server listens on
 every interface (``tensorflow/core/distributed_runtime/rpc/grpc_server_lib.cc`` binds the wildcard
@@ -56,11 +57,13 @@ def tf_config(ports, index: int) -> str:
                         f"e.g. ports=[free_port(), free_port()]")
     bad = [p for p in ports if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 65536]
     if bad:
-        raise ValueError(f"ports must be TCP ports 1..65535, got {bad[0]!r}; e.g. ports=[free_port(), free_port()]")
+        raise ValueError(f"ports must be TCP ports 1..65535, got {bad[0]!r}; "
+                         f"e.g. ports=[free_port(), free_port()]")
     if len(set(ports)) != len(ports):
         raise ValueError(f"ports must differ, one per worker, got {list(ports)!r}")
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(ports):
-        raise ValueError(f"index must name one of the {len(ports)} workers, 0..{len(ports) - 1}, got {index!r}")
+        raise ValueError(f"index must name one of the {len(ports)} workers, "
+                         f"0..{len(ports) - 1}, got {index!r}")
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}})
 
@@ -112,7 +115,8 @@ def launch(script, out, *, args=(), workers=2, kill_after_checkpoint=None, kill_
         if workers < 2:
             raise ValueError("kill_after_checkpoint needs workers >= 2: the chief is never killed")
         if isinstance(kill_worker, bool) or not isinstance(kill_worker, int) or not 0 < kill_worker < workers:
-            raise ValueError(f"kill_worker must name a non-chief worker, 1..{workers - 1}, got {kill_worker!r}")
+            raise ValueError(f"kill_worker must name a non-chief worker, 1..{workers - 1}, "
+                             f"got {kill_worker!r}")
     out.mkdir(parents=True, exist_ok=True)
     _claim(out, {"script": str(script.resolve()), "args": argv, "workers": workers})
     ports = [free_port() for _ in range(workers)]
@@ -177,7 +181,7 @@ def _read(i: int, proc, q) -> None:
     try:
         for line in proc.stdout:
             q.put((i, line.rstrip()))
-    except Exception as exc:                       # noqa: BLE001 - reported, never swallowed
+    except Exception as exc:                       # reported, never swallowed
         q.put((i, f"(launcher: reading worker {i}'s output failed: {exc!r})"))
 
 

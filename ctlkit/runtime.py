@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from . import memory, validate
-from .devices import find_tpu, gpu_compute_capability, recommend_policy  # noqa: F401 (public here too)
+from .devices import find_tpu, gpu_compute_capability, recommend_policy
 
 QUICK_ENV = "CTLKIT_QUICK"
 SEED_ENV = "CTLKIT_SEED"
@@ -45,7 +45,7 @@ class Budget:
             object.__setattr__(self, cap, validate.positive_int(cap, getattr(self, cap)))
 
     @classmethod
-    def from_env(cls) -> "Budget":
+    def from_env(cls) -> Budget:
         return cls(quick=validate.env_flag(QUICK_ENV))
 
     def epochs(self, n: int) -> int:

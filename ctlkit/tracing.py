@@ -20,9 +20,9 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+import tensorflow as tf
 
 from . import validate
-import tensorflow as tf
 
 FIX = ("give it an input_signature with None for the axes that vary (tf.TensorSpec([None, ...])) "
        "or use @tf.function(reduce_retracing=True), and pass tensors instead of Python numbers")

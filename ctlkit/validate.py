@@ -7,8 +7,8 @@ and says what to pass instead. Strings are never guessed at: ``quick="no"`` is a
 from __future__ import annotations
 
 import math
-import os
 import numbers
+import os
 
 import numpy as np
 

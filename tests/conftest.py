@@ -2,7 +2,6 @@
 import IPython
 import IPython.display
 import pytest
-
 from monitor_helpers import FakeHandle
 
 

@@ -4,9 +4,8 @@ import struct
 
 import numpy as np
 
-from ctlkit.history import History
-from ctlkit.plotter import Plotter
-
+from ctlkit.monitor.history import History
+from ctlkit.monitor.plotter import Plotter
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -35,7 +34,7 @@ class RecordingSink:
     def start(self, monitor):
         self.calls.append("start")
         if self.draws:
-            self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
+            self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget, clock=monitor.clock)
             Plotter.warm_up()                   # as the widget sink does: start-up, not overhead
 
     def _png(self, monitor, relayout=None):
@@ -50,6 +49,20 @@ class RecordingSink:
     def close(self, monitor):
         self.calls.append("close")
         self.pngs.append(self._png(monitor, relayout=True))
+
+
+class FakeClock:
+    """A clock a test moves by hand: ``Monitor(clock=FakeClock())`` never reads the wall clock, so
+    its throttle is checked to the step, on any machine, however busy."""
+
+    def __init__(self, start=1000.0):
+        self.now = start
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
 
 
 class Probe:

@@ -1,4 +1,5 @@
-"""The browser test (README, "The live monitor"): the live monitor really updates in JupyterLab while the cell runs.
+"""The browser test (README, "The live monitor"): the live monitor really updates in JupyterLab
+while the cell runs.
 
 A real JupyterLab is started on loopback with a random token, a headless Debian Chromium (driven by
 Playwright with ``executable_path``; Playwright's own browser downloads fail here) opens a notebook,
@@ -138,7 +139,7 @@ class LabServer:
         )
         return env
 
-    def start(self, timeout: float = 120) -> "LabServer":
+    def start(self, timeout: float = 120) -> LabServer:
         for rel, settings in LAB_SETTINGS.items():
             path = self.home / "settings" / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -237,8 +238,11 @@ JS_RUN_THROUGH = """(idx) => {
 # fresh blob: URL even for its empty initial value and on re-render. Blob contents are fetched once
 # per URL (while the widget has not yet revoked it), data: URLs are hashed as they are.
 JS_SNAPSHOT = """async (idx) => {
-  const fnv = (bytes) => { let h = 2166136261; for (let i = 0; i < bytes.length; i++) { h ^= bytes[i];
-                           h = Math.imul(h, 16777619); } return (h >>> 0).toString(16) + ':' + bytes.length; };
+  const fnv = (bytes) => {
+    let h = 2166136261;
+    for (let i = 0; i < bytes.length; i++) { h ^= bytes[i]; h = Math.imul(h, 16777619); }
+    return (h >>> 0).toString(16) + ':' + bytes.length;
+  };
   const cache = window.__ctlkitImageFingerprints = window.__ctlkitImageFingerprints || new Map();
   const fingerprint = async (src) => {
     if (!cache.has(src)) {

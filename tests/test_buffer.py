@@ -1,15 +1,14 @@
-"""ctlkit/buffer.py, through the monitor: log() only keeps the values, they are read in one batch
+"""ctlkit/monitor/buffer.py, through the monitor: log() only keeps the values, they are read in one batch
 per key at a redraw, and the history never loses or doubles a step (bad values, interrupts)."""
 import math
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
+from monitor_helpers import Probe
 
 from ctlkit.monitor import Monitor
-from monitor_helpers import Probe
 
 
 def test_log_does_not_convert_values_until_a_redraw():
@@ -143,7 +142,7 @@ def test_variables_and_arrays_are_read_when_logged_not_when_drawn():
 def test_a_variable_seen_before_is_read_on_the_fast_path(monkeypatch):
     # learning_rate=optimizer.learning_rate at every step (notebook 00): after its first value
     # the variable is read (its value now) without the first-value checks of every key
-    import ctlkit.buffer as buffer
+    import ctlkit.monitor.buffer as buffer
 
     v, kv = tf.Variable(0.1), keras.Variable(1.0)
     m = Monitor(sink="null", every=3600)

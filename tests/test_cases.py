@@ -1,12 +1,12 @@
-"""Tests for ctlkit/cases.py: the cases a checker tries, each call's own copy of the
+"""Tests for ctlkit/checks/cases.py: the cases a checker tries, each call's own copy of the
 arguments, and the name and flags a checker reports under."""
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from checks_helpers import X, Y, ref_square
-from ctlkit.cases import checker_name, labelled_cases, own_copy
+
 from ctlkit.checks import check_function, check_traces
+from ctlkit.checks.cases import checker_name, labelled_cases, own_copy
 
 
 # -- the cases a checker tries --------------------------------------------------------------------

@@ -1,15 +1,16 @@
-"""Tests for ctlkit/checks.py: check_function, check_traces, and the names the front door
+"""Tests for ctlkit/checks/function.py: check_function, check_traces, and the names the front door
 re-exports (the rooms behind it have their own test files: test_compare, test_explain,
 test_cases, test_stepcheck)."""
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from checks_helpers import X, Y, one, ref_square
-from ctlkit import checks, stepcheck
-from ctlkit import compare as compare_room
-from ctlkit import explain as explain_room
+
+from ctlkit import checks
 from ctlkit.checks import check_function, check_traces, compare
+from ctlkit.checks import errors as explain_room
+from ctlkit.checks import report as compare_room
+from ctlkit.checks import step as stepcheck
 
 
 # -- the front door -------------------------------------------------------------------------------

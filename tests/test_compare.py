@@ -1,9 +1,9 @@
-"""Tests for ctlkit/compare.py: Report, compare and the tolerance arguments."""
+"""Tests for ctlkit/checks/report.py: Report, compare and the tolerance arguments."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ctlkit.compare import Report, compare, factor, factor_words, real_number, tolerance
+from ctlkit.checks.report import Report, compare, factor, factor_words, real_number, tolerance
 
 
 def test_report_str_lists_every_problem():

@@ -1,11 +1,11 @@
-"""ctlkit/envelope.py: what the plot draws of a growing series. Spikes, the first and the last
+"""ctlkit/monitor/envelope.py: what the plot draws of a growing series. Spikes, the first and the last
 point survive decimation; growing it step by step gives what one pass over the whole gives; the
 smoothed mean is a trailing mean that leaves NaNs out; the work per redraw stays bounded."""
 import numpy as np
 import pytest
 
-from ctlkit.envelope import Envelope
-from ctlkit.history import History
+from ctlkit.monitor.envelope import Envelope
+from ctlkit.monitor.history import History
 
 
 def test_points_are_the_first_the_last_and_each_buckets_extremes():

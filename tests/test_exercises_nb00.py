@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 
 # -- 00.mse ---------------------------------------------------------------------------------------
@@ -174,7 +174,8 @@ MASKED_WRONG = {
     "stable_softmax copied, then the mask and a renormalisation (almost right)": (
         _masked_then_renormalised, r"padding logit of 1000.*NaN.*largest KEPT logit"),
     "the shift and the mask right, but tf.where after exp (NaN gradient, almost right)": (
-        _exp_then_where, r"gradient w\.r\.t\. argument 0 differs: NaN.*Replace the dropped logits before exp"),
+        _exp_then_where,
+        r"gradient w\.r\.t\. argument 0 differs: NaN.*Replace the dropped logits before exp"),
     "softmax times the mask, no renormalisation": (
         lambda z, m: softmax_right(z) * tf.cast(m, z.dtype), r"middle entry dropped.*differs"),
     "dropped logits set to 0, not removed": (

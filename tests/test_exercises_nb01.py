@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 
 # -- 01.grad_x2_sin -------------------------------------------------------------------------------

@@ -4,11 +4,10 @@ rejected with a message that names what is wrong (at least four per exercise, on
 import keras
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 import ctlkit
-
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -21,24 +20,24 @@ def accuracy_right(logits, labels):
 
 ACCURACY_WRONG = {
     "argmax over the batch axis": (
-        lambda l, y: tf.reduce_mean(tf.cast(tf.argmax(l, 0, output_type=tf.int32) == tf.cast(y, tf.int32),
+        lambda z, y: tf.reduce_mean(tf.cast(tf.argmax(z, 0, output_type=tf.int32) == tf.cast(y, tf.int32),
                                             tf.float32)), r"differs"),
     "the count, not the fraction (almost right)": (
-        lambda l, y: tf.reduce_sum(tf.cast(tf.argmax(l, -1, output_type=tf.int32) == tf.cast(y, tf.int32),
+        lambda z, y: tf.reduce_sum(tf.cast(tf.argmax(z, -1, output_type=tf.int32) == tf.cast(y, tf.int32),
                                            tf.float32)), r"differs"),
     "a float64 result": (
-        lambda l, y: tf.reduce_mean(tf.cast(tf.argmax(l, -1, output_type=tf.int32) == tf.cast(y, tf.int32),
+        lambda z, y: tf.reduce_mean(tf.cast(tf.argmax(z, -1, output_type=tf.int32) == tf.cast(y, tf.int32),
                                             tf.float64)), r"dtype float64, expected float32"),
     "int32 labels compared with int64 argmax": (
-        lambda l, y: tf.reduce_mean(tf.cast(tf.argmax(l, -1) == y, tf.float32)), r"raised"),
+        lambda z, y: tf.reduce_mean(tf.cast(tf.argmax(z, -1) == y, tf.float32)), r"raised"),
     "the mean of the probabilities at the labels": (
-        lambda l, y: tf.reduce_mean(tf.gather(tf.nn.softmax(l), tf.cast(y, tf.int32), batch_dims=1)),
+        lambda z, y: tf.reduce_mean(tf.gather(tf.nn.softmax(z), tf.cast(y, tf.int32), batch_dims=1)),
         r"differs"),
     "the error rate, 1 - accuracy": (
-        lambda l, y: 1.0 - accuracy_right(l, y), r"every prediction right.*differs"),
-    "a Python float": (lambda l, y: float(accuracy_right(l, y)), r"dtype float64, expected float32|differs"),
+        lambda z, y: 1.0 - accuracy_right(z, y), r"every prediction right.*differs"),
+    "a Python float": (lambda z, y: float(accuracy_right(z, y)), r"dtype float64, expected float32|differs"),
     "a per-example vector": (
-        lambda l, y: tf.cast(tf.argmax(l, -1, output_type=tf.int32) == tf.cast(y, tf.int32), tf.float32),
+        lambda z, y: tf.cast(tf.argmax(z, -1, output_type=tf.int32) == tf.cast(y, tf.int32), tf.float32),
         r"has shape \[64\], expected \[\]"),
 }
 
@@ -53,16 +52,16 @@ def _accuracy_loop(logits, labels):
 
 
 ACCURACY_RIGHT = {
-    "keras.ops": lambda l, y: keras.ops.mean(keras.ops.cast(
-        keras.ops.equal(keras.ops.argmax(l, axis=-1), keras.ops.cast(y, "int64")), "float32")),
-    "int64 comparison": lambda l, y: tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(l, axis=1), tf.cast(y, tf.int64)), tf.float32)),
-    "a count divided by the batch size": lambda l, y: tf.math.count_nonzero(
-        tf.argmax(l, -1, output_type=tf.int32) == tf.cast(y, tf.int32), dtype=tf.float32)
-    / tf.cast(tf.shape(l)[0], tf.float32),
+    "keras.ops": lambda z, y: keras.ops.mean(keras.ops.cast(
+        keras.ops.equal(keras.ops.argmax(z, axis=-1), keras.ops.cast(y, "int64")), "float32")),
+    "int64 comparison": lambda z, y: tf.reduce_mean(tf.cast(
+        tf.equal(tf.argmax(z, axis=1), tf.cast(y, tf.int64)), tf.float32)),
+    "a count divided by the batch size": lambda z, y: tf.math.count_nonzero(
+        tf.argmax(z, -1, output_type=tf.int32) == tf.cast(y, tf.int32), dtype=tf.float32)
+    / tf.cast(tf.shape(z)[0], tf.float32),
     "a tf.range loop over the rows": _accuracy_loop,
-    "tf.math.in_top_k with k=1 (no ties in the cases)": lambda l, y: tf.reduce_mean(tf.cast(
-        tf.math.in_top_k(tf.cast(y, tf.int32), l, k=1), tf.float32)),
+    "tf.math.in_top_k with k=1 (no ties in the cases)": lambda z, y: tf.reduce_mean(tf.cast(
+        tf.math.in_top_k(tf.cast(y, tf.int32), z, k=1), tf.float32)),
 }
 
 
@@ -171,7 +170,8 @@ CLIPPED_WRONG = {
     "clips to 10, not 1": (_make(threshold=10.0), r"differs"),
     "always rescales to norm 1, even below it": (
         _make(clip="always_scaled"), r"one slip: your step rescales the gradients to norm 1\.0 even"),
-    "returns the norm after clipping": (_make(norm="after"), r"one slip: the norm you return is the one after"),
+    "returns the norm after clipping":
+        (_make(norm="after"), r"one slip: the norm you return is the one after"),
     "returns loss_fn's value only": (_make(returns="data"), r"one slip: the loss you return leaves out"),
     "returns the loss only, no norm": (_make(norm="none"), r"value your step returned"),
     "not compiled": (_make(compiled=False), r"@tf.function"),

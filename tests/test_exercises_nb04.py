@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check, nb04
-from exercise_helpers import accepted, rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -171,7 +171,8 @@ CLIPPED_WRONG = {
     "clips by value, not by norm (inf becomes finite: the overflow is applied)": (
         _make(clip_how="by value"), r"clip_by_value.*applied instead of skipped"),
     "no clip at all": (_make(clip_how="after apply"), r"does not clip"),
-    "returns the scaled loss": (_make(returns="scaled"), r"value your step returned differs.*the scaled loss"),
+    "returns the scaled loss":
+        (_make(returns="scaled"), r"value your step returned differs.*the scaled loss"),
     "not compiled": (_make(compiled=False), r"@tf.function"),
 }
 

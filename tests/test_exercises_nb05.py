@@ -5,8 +5,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from ctlkit.exercises import check
 from exercise_helpers import accepted, rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 
 # -- 06.rsqrt_schedule ----------------------------------------------------------------------------
@@ -181,16 +181,17 @@ def total_right(task_losses, log_vars):
 
 
 TOTAL_WRONG = {
-    "no + s term": (lambda l, s: tf.reduce_sum(tf.exp(-s) * l), r"differs"),
+    "no + s term": (lambda losses, s: tf.reduce_sum(tf.exp(-s) * losses), r"differs"),
     "exp(s) instead of exp(-s) (almost right: equal at s = 0)": (
-        lambda l, s: tf.reduce_sum(tf.exp(s) * l + s), r"s of both signs.* differs"),
-    "the mean over tasks": (lambda l, s: tf.reduce_mean(tf.exp(-s) * l + s), r"differs"),
+        lambda losses, s: tf.reduce_sum(tf.exp(s) * losses + s), r"s of both signs.* differs"),
+    "the mean over tasks": (lambda losses, s: tf.reduce_mean(tf.exp(-s) * losses + s), r"differs"),
     "Kendall's regression form 1/2 exp(-s) L + s/2": (
-        lambda l, s: tf.reduce_sum(0.5 * tf.exp(-s) * l + 0.5 * s), r"differs"),
+        lambda losses, s: tf.reduce_sum(0.5 * tf.exp(-s) * losses + 0.5 * s), r"differs"),
     "weights held constant (stop_gradient)": (
-        lambda l, s: tf.reduce_sum(tf.stop_gradient(tf.exp(-s)) * l + s), r"gradient w.r.t. argument 1"),
-    "one total per task": (lambda l, s: tf.exp(-s) * l + s, r"has shape \[2\], expected \[\]"),
-    "through NumPy": (lambda l, s: tf.constant(np.sum(np.exp(-s.numpy()) * l.numpy() + s.numpy())),
+        lambda losses, s: tf.reduce_sum(tf.stop_gradient(tf.exp(-s)) * losses + s),
+        r"gradient w.r.t. argument 1"),
+    "one total per task": (lambda losses, s: tf.exp(-s) * losses + s, r"has shape \[2\], expected \[\]"),
+    "through NumPy": (lambda losses, s: tf.constant(np.sum(np.exp(-s.numpy()) * losses.numpy() + s.numpy())),
                       r"not differentiable|raised"),
 }
 
@@ -245,24 +246,25 @@ def _over_batch_size(per_sample_losses, k):
 
 
 HARDEST_WRONG = {
-    "the k smallest losses": (lambda l, k: -tf.reduce_mean(tf.math.top_k(-l, k).values), r"differs"),
-    "every loss (k ignored)": (lambda l, k: tf.reduce_mean(l), r"k = 3.* differs"),
+    "the k smallest losses":
+        (lambda losses, k: -tf.reduce_mean(tf.math.top_k(-losses, k).values), r"differs"),
+    "every loss (k ignored)": (lambda losses, k: tf.reduce_mean(losses), r"k = 3.* differs"),
     "the sum of the k largest, not their mean": (
-        lambda l, k: tf.reduce_sum(tf.math.top_k(l, k).values), r"k = 3.* differs"),
+        lambda losses, k: tf.reduce_sum(tf.math.top_k(losses, k).values), r"k = 3.* differs"),
     "divided by the batch size, as sample_weight= with a 0/1 mask does (almost right)": (
         _over_batch_size, r"k = 3.* differs"),
     "every loss at or above the k-th largest: more than k on ties (almost right)": (
         _at_or_above_kth, r"tied at the cut.* differs"),
     "the choice and the values behind stop_gradient": (
-        lambda l, k: tf.reduce_mean(tf.stop_gradient(tf.math.top_k(l, k).values)),
+        lambda losses, k: tf.reduce_mean(tf.stop_gradient(tf.math.top_k(losses, k).values)),
         r"not differentiable"),
     "the k largest losses, not their mean": (
-        lambda l, k: tf.math.top_k(l, k).values, r"has shape \[3\], expected \[\]"),
-    "the largest loss only (k ignored)": (lambda l, k: tf.reduce_max(l), r"k = 3.* differs"),
+        lambda losses, k: tf.math.top_k(losses, k).values, r"has shape \[3\], expected \[\]"),
+    "the largest loss only (k ignored)": (lambda losses, k: tf.reduce_max(losses), r"k = 3.* differs"),
     "a float64 result": (
-        lambda l, k: tf.cast(hardest_right(l, k), tf.float64), r"dtype float64, expected float32"),
+        lambda losses, k: tf.cast(hardest_right(losses, k), tf.float64), r"dtype float64, expected float32"),
     "through NumPy": (
-        lambda l, k: tf.constant(np.sort(l.numpy())[-k:].mean()), r"raised"),
+        lambda losses, k: tf.constant(np.sort(losses.numpy())[-k:].mean()), r"raised"),
 }
 
 

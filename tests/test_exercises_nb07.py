@@ -5,8 +5,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from ctlkit.exercises import check
 from exercise_helpers import accepted, rejected
 
 bce = keras.losses.BinaryCrossentropy(from_logits=True)
@@ -56,7 +54,8 @@ D_LOSS_WRONG = {
         (lambda r, f, y=0.9: tf.constant(d_loss_right(r, f, y).numpy()), r"not differentiable"),
     "returns the two terms, not their sum":
         (lambda r, f, y=0.9: tf.stack([tf.reduce_mean(tf.nn.softplus(r) - y * r),
-                                       tf.reduce_mean(tf.nn.softplus(f))]), r"has shape \[2\], expected \[\]"),
+                                       tf.reduce_mean(tf.nn.softplus(f))]),
+         r"has shape \[2\], expected \[\]"),
 }
 
 

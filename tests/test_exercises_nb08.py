@@ -5,8 +5,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from ctlkit.exercises import check
 from exercise_helpers import accepted, rejected
 
 
@@ -107,7 +105,8 @@ TV_WRONG = {
                                   r"the result differs"),
     "squared differences": (lambda x: tf.reduce_sum(tf.square(_dv(x)), [1, 2, 3])
                             + tf.reduce_sum(tf.square(_dh(x)), [1, 2, 3]), r"the result differs"),
-    "one number for the whole batch": (lambda x: tf.reduce_sum(tf.abs(_dv(x))) + tf.reduce_sum(tf.abs(_dh(x))),
+    "one number for the whole batch": (lambda x: tf.reduce_sum(tf.abs(_dv(x)))
+                                       + tf.reduce_sum(tf.abs(_dh(x))),
                                        r"has shape \[\], expected \[3\]"),
     "per channel, not summed over channels": (lambda x: tf.reduce_sum(tf.abs(_dv(x)), [1, 2])
                                               + tf.reduce_sum(tf.abs(_dh(x)), [1, 2]),

@@ -4,8 +4,6 @@ rejected with a message that names what is wrong (at least four per exercise, on
 import keras
 import pytest
 import tensorflow as tf
-
-from ctlkit.exercises import check
 from exercise_helpers import accepted, rejected
 
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)   # notebook 09's globals
@@ -51,7 +49,8 @@ def _fgsm_rs(start="projected", step="alpha", direction=1.0, ball=True, pixels=T
 
 
 FGSM_RS_WRONG = {
-    "ignores the random start (plain FGSM with alpha)": (_fgsm_rs(start="none"), r"random start: the result differs"),
+    "ignores the random start (plain FGSM with alpha)":
+        (_fgsm_rs(start="none"), r"random start: the result differs"),
     "does not project the start (almost right: the gradient is taken outside [0, 1])":
         (_fgsm_rs(start="raw"), r"corner \+eps.*the result differs"),
     "no projection onto the eps-ball": (_fgsm_rs(ball=False), r"moved by .* > eps.*eps-ball"),

@@ -12,9 +12,9 @@ import sys
 import keras
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 per_example_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 mean_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -28,42 +28,42 @@ def replica_loss_right(labels, logits, global_batch_size):
 
 REPLICA_LOSS_WRONG = {
     "the per-replica mean (the classic bug)": (
-        lambda y, l, g: tf.reduce_mean(per_example_loss(y, l)),
+        lambda y, z, g: tf.reduce_mean(per_example_loss(y, z)),
         r"mean over this replica's own examples"),
     "Keras' mean loss, default reduction (the same bug)": (
-        lambda y, l, g: mean_loss(y, l), r"mean over this replica's own examples"),
+        lambda y, z, g: mean_loss(y, z), r"mean over this replica's own examples"),
     "summed, never divided": (
-        lambda y, l, g: tf.reduce_sum(per_example_loss(y, l)), r"never divided by global_batch_size"),
+        lambda y, z, g: tf.reduce_sum(per_example_loss(y, z)), r"never divided by global_batch_size"),
     "divides by the notebook's 64 (almost right)": (
-        lambda y, l, g: tf.reduce_sum(per_example_loss(y, l)) / 64.0, r"a fixed 64"),
+        lambda y, z, g: tf.reduce_sum(per_example_loss(y, z)) / 64.0, r"a fixed 64"),
     "treats logits as probabilities (from_logits forgotten, almost right)": (
-        lambda y, l, g: tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, l))
+        lambda y, z, g: tf.reduce_sum(keras.losses.sparse_categorical_crossentropy(y, z))
         / tf.cast(g, tf.float32), r"the result differs"),
     "the per-example losses divided, not summed": (
-        lambda y, l, g: per_example_loss(y, l) / tf.cast(g, tf.float32),
+        lambda y, z, g: per_example_loss(y, z) / tf.cast(g, tf.float32),
         r"has shape \[32\], expected \[\]"),
     "a Python float via .numpy()": (
-        lambda y, l, g: float(tf.reduce_sum(per_example_loss(y, l)).numpy()) / int(g),
+        lambda y, z, g: float(tf.reduce_sum(per_example_loss(y, z)).numpy()) / int(g),
         r"dtype float64, expected float32"),
     "divides by an integer tensor without a cast": (
-        lambda y, l, g: tf.reduce_sum(per_example_loss(y, l)) / g,
+        lambda y, z, g: tf.reduce_sum(per_example_loss(y, z)) / g,
         r"tf.constant\(64\): raised"),
     "the gradient stopped (loss from a stop_gradient)": (
-        lambda y, l, g: tf.reduce_sum(per_example_loss(y, tf.stop_gradient(l)))
+        lambda y, z, g: tf.reduce_sum(per_example_loss(y, tf.stop_gradient(z)))
         / tf.cast(g, tf.float32), r"gradient w.r.t. argument 1 differs|gradient is None"),
 }
 
 
 REPLICA_LOSS_RIGHT = {
     "the solution cell": replica_loss_right,
-    "tf.nn.compute_average_loss": lambda y, l, g: tf.nn.compute_average_loss(
-        per_example_loss(y, l), global_batch_size=g),
-    "keras.ops, the fused TF loss": lambda y, l, g: keras.ops.sum(
-        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=l)) / keras.ops.cast(g, "float32"),
-    "the local mean times local / global": lambda y, l, g: tf.reduce_mean(per_example_loss(y, l))
-    * tf.cast(tf.shape(l)[0], tf.float32) / tf.cast(g, tf.float32),
-    "divided first, then summed": lambda y, l, g: tf.reduce_sum(
-        per_example_loss(y, l) / tf.cast(g, tf.float32)),
+    "tf.nn.compute_average_loss": lambda y, z, g: tf.nn.compute_average_loss(
+        per_example_loss(y, z), global_batch_size=g),
+    "keras.ops, the fused TF loss": lambda y, z, g: keras.ops.sum(
+        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=z)) / keras.ops.cast(g, "float32"),
+    "the local mean times local / global": lambda y, z, g: tf.reduce_mean(per_example_loss(y, z))
+    * tf.cast(tf.shape(z)[0], tf.float32) / tf.cast(g, tf.float32),
+    "divided first, then summed": lambda y, z, g: tf.reduce_sum(
+        per_example_loss(y, z) / tf.cast(g, tf.float32)),
 }
 
 

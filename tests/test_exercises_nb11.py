@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import accepted, rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import accepted, rejected
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
@@ -74,7 +74,8 @@ def _python_math(history):
 
 
 FIRST_NONFINITE_WRONG = {
-    "looks for NaN only (almost right: misses +inf and -inf)": (_nan_only, r"\+inf \(no NaN\).*returned None"),
+    "looks for NaN only (almost right: misses +inf and -inf)":
+        (_nan_only, r"\+inf \(no NaN\).*returned None"),
     "misses -inf": (_no_minus_inf, r"ending in -inf: returned None"),
     "returns a NumPy integer (almost right)": (_numpy_index, r"numpy\.int64 .*not a Python int"),
     "argmax: 0 when every value is finite": (_argmax, r"all finite: every value is finite, so the "

@@ -3,10 +3,10 @@ rejected with a message that names what is wrong (at least four per exercise, on
 
 import pytest
 import tensorflow as tf
+from exercise_helpers import rejected
 
 from ctlkit import bench
 from ctlkit.exercises import check
-from exercise_helpers import rejected
 
 
 # -- 12.train_k_until_end -------------------------------------------------------------------------

@@ -5,9 +5,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
 
 
 # -- 13.nt_xent_blocks ----------------------------------------------------------------------------

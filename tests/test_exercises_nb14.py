@@ -5,9 +5,9 @@ a stop_gradient that makes it first-order changes no value, only the gradient th
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
 
 
 def forward(params, x):                       # the notebook's functional MLP
@@ -238,7 +238,7 @@ def test_meta_gradient_wrong_answers_are_rejected(wrong):
 def test_the_second_order_term_is_large_enough_to_tell_first_order_apart():
     """The checker's cases must separate first- from second-order well beyond its tolerance."""
     from ctlkit.exercises import nb14
-    for seed, variables, specs, alpha in nb14.META_CASES.values():
+    for seed, _, specs, alpha in nb14.META_CASES.values():
         tasks = [nb14.sinusoid_task(s, a, p, n_s, n_q) for s, a, p, n_s, n_q in specs]
         params = nb14.random_params(seed)
         second = nb14._reference_meta_gradient(params, tasks, alpha)

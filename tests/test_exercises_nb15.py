@@ -6,9 +6,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from exercise_helpers import rejected
 
 from ctlkit.exercises import check
-from exercise_helpers import rejected
 
 
 # -- 15.returns -----------------------------------------------------------------------------------

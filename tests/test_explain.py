@@ -1,10 +1,10 @@
-"""Tests for ctlkit/explain.py: an error as a sentence, and call(). The hints for a Python
+"""Tests for ctlkit/checks/errors.py: an error as a sentence, and call(). The hints for a Python
 `if` on a tensor, `.numpy()` in a graph and a None gradient, and the traceback TensorFlow wraps
 around an error, are tested in tests/test_exercises.py."""
 import pytest
 import tensorflow as tf
 
-from ctlkit.explain import call, explain
+from ctlkit.checks.errors import call, explain
 
 
 def test_call_returns_the_value_or_a_sentence_that_starts_with_the_label():
@@ -35,7 +35,7 @@ def test_a_variable_created_on_every_call_gets_its_hint():
         return v + x
     try:
         step(tf.constant(1.0))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         text = explain(e)
     else:
         pytest.fail("a tf.Variable made inside a tf.function on each call did not raise")
@@ -59,7 +59,7 @@ def test_a_python_if_on_a_tensor_leads_with_the_hint_and_drops_tensorflows_gener
         return -x
     try:
         tf.function(f.python_function, autograph=False)(tf.constant(1.0))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         text = explain(e)
     else:
         pytest.fail("a Python if on a symbolic tensor did not raise")

@@ -1,9 +1,8 @@
 """Tests for ctlkit/grads.py: global and per-layer gradient norms, finiteness, None gradients."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from ctlkit import grads
 

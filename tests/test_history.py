@@ -1,12 +1,11 @@
-"""ctlkit/history.py: the history store and the envelopes the plot draws."""
+"""ctlkit/monitor/history.py: the history store and the envelopes the plot draws."""
 import time
 
 import numpy as np
-
 import pytest
-
-from ctlkit.history import History
 from monitor_helpers import history
+
+from ctlkit.monitor.history import History
 
 
 def test_history_unknown_key_names_what_was_logged():
@@ -29,7 +28,7 @@ def test_history_panels_group_related_series():
     assert "out" in layer_panel and len(layer_panel) == 3  # the global norm and both layers
     assert "val_accuracy" not in _panel_with(panels, "loss")
     for _, series in panels:
-        for label, steps, values, style in series:
+        for label, steps, values, _ in series:
             assert len(steps) == len(values), label
 
 
@@ -91,7 +90,7 @@ def test_panels_bad_max_points(max_points):
 
 # -- many curves: the top few and one band (issue 23) -------------------------------------------
 def test_many_layers_fold_into_the_top_few_and_a_band_of_all():
-    from ctlkit.history import TOP
+    from ctlkit.monitor.history import TOP
 
     h = History()
     rng = np.random.default_rng(3)

@@ -70,6 +70,7 @@ def test_mode_seed_and_what_reach_the_notebooks(copy):
     r = make(copy, "test", "STACK=current")
     ran = [ln for ln in r.stdout.splitlines() if ln.startswith("ran: ")]
     assert any("pytest tests/" in ln for ln in ran) and ran[-1].endswith("QUICK=1 SEED=")
+    assert any(ln.startswith("ran: -m ruff check .") for ln in ran)     # the linter, every run
 
 
 # The hog runs in the background. This stand-in's notebook run waits (up to 30 s) for the hog's echo,

@@ -1,20 +1,19 @@
-"""ctlkit/monitor.py: logging, the redraw rule, the NaN watch, interrupts, close, show(), overhead.
+"""ctlkit/monitor/monitor.py: logging, the redraw rule, the NaN watch, interrupts, close, show(), overhead.
 What log() accepts is in test_values.py, the buffer in test_buffer.py, SIGINT in test_sigint.py."""
 import math
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
+from monitor_helpers import FakeClock, RecordingSink
 
 import ctlkit
 from ctlkit import grads
-from ctlkit.history import History
 from ctlkit.monitor import Monitor, NonFiniteError
-from ctlkit.plotter import PNG_MAGIC, Plotter
-from monitor_helpers import RecordingSink
+from ctlkit.monitor.history import History
+from ctlkit.monitor.plotter import PNG_MAGIC, Plotter
 
 
 def test_history_collects_tensors_from_a_real_step():
@@ -215,105 +214,103 @@ def test_close_is_idempotent_and_works_without_with():
 # -- buffering and redraw throttling --------------------------------------------------------------
 
 
-@pytest.mark.timing
 def test_cheap_loop_gets_only_a_few_redraws():
-    m = Monitor(total_steps=2000, sink="null")  # every=0.5 s
-    t0 = time.perf_counter()
-    for i in range(2000):
+    clock = FakeClock()
+    m = Monitor(total_steps=2000, sink="null", clock=clock)  # every=0.5 s
+    for i in range(2000):                   # 2000 steps of 2**-10 s: 1.95 s in all
+        clock.advance(2.0**-10)
         m.log(loss=1.0 / (i + 1), grad_norm=1.0)
-    elapsed = time.perf_counter() - t0
-    assert m.redraws <= 1 + elapsed / 0.5
-    assert m.redraws <= 3
+    assert m.redraws == 3                   # at 0.5, 1.0 and 1.5 s: never per step
     m.close()
     assert len(m.history["loss"]) == 2000
 
 
-@pytest.mark.timing
 def test_redraws_follow_every_seconds():
-    m = Monitor(sink="null", every=0.1)
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.65:
+    clock = FakeClock()
+    m = Monitor(sink="null", every=0.125, clock=clock)
+    for _ in range(640):                    # 0.625 s of steps of 2**-10 s
+        clock.advance(2.0**-10)
         m.log(loss=1.0)
-        time.sleep(0.001)
-    assert 3 <= m.redraws <= 8  # live, but not per step (hundreds of steps ran)
-    assert m.step > 100
+    # the monitor's time starts at the first log(): redraws at steps 129, 257, 385 and 513
+    assert m.redraws == 4 and m.step == 640  # one per 0.125 s: live, but not per step
     m.close()
 
 
-@pytest.mark.timing
 def test_slow_drawing_stretches_the_redraw_interval():
-    sink = RecordingSink(draws=True)
-    m = Monitor(sink=sink, every=0.01)  # asks for 100 redraws/s; drawing takes far longer
+    clock = FakeClock()
+    sink = RecordingSink()
+    sink.send = lambda monitor: clock.advance(0.05)          # every redraw costs 50 ms
+    m = Monitor(sink=sink, every=0.01, clock=clock)          # asks for 100 redraws/s
     with m:
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 1.0:
+        for _ in range(10_000):                              # 10 s of 1 ms steps
+            clock.advance(0.001)
             m.log(loss=1.0, grad_norm=1.0)
-            time.sleep(0.001)
-        assert 1 <= m.redraws < 30  # unthrottled it would be ~100
-        # the budget holds: the monitor's time within draw_budget, give or take one redraw and
-        # the one-off start-up and first draw, which overhead() counts too
-        allowed = (2 * m.redraw_seconds + m.startup_seconds) / m.elapsed()
-        assert m.overhead() <= m.draw_budget + allowed + 0.01
-    assert all(p[:8] == PNG_MAGIC for p in sink.pngs)
+    # after a redraw of 0.05 s the wait is 0.05 / draw_budget (0.02) = 2.5 s: redraws at about
+    # 0.01, 2.56, 5.11, 7.66 s (unthrottled: about 160)
+    assert m.redraws == 4
+    assert m.overhead() == pytest.approx(4 * 0.05 / m.elapsed())
+    assert m.overhead() <= m.draw_budget + m.redraw_seconds / m.elapsed()
 
 
 def _slow_start_run(monkeypatch, use_with):
-    # Simulate a first-in-process matplotlib warm-up of 0.3 s (typical on a cold laptop).
-    # Issue 23: start-up had been left out of overhead(), so a first draw of 57 s (500 layers)
-    # showed as 0.2 %. It is counted now, and only the wait leaves it out.
-    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(0.3)))
-    # Drawing itself made instant, so the measured overhead is the bookkeeping alone and the test
-    # does not depend on how busy the machine's cores are.
+    # A first-in-process matplotlib warm-up of 0.3 s (typical on a cold laptop), on a clock moved
+    # by hand. Issue 23: start-up had been left out of overhead(), so a first draw of 57 s (500
+    # layers) showed as 0.2 %. It is counted now, and only the wait leaves it out.
+    clock = FakeClock()
+    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: clock.advance(0.3)))
     monkeypatch.setattr(Plotter, "render",
                         lambda self, history, x_max=None, relayout=True: b"\x89PNG fake")
-    m = Monitor(sink=RecordingSink(draws=True), every=0.05)
+    m = Monitor(sink=RecordingSink(draws=True), every=0.05, clock=clock)
     if use_with:
         m.__enter__()
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.6:
+    for _ in range(600):                     # 0.6 s of 1 ms steps
+        clock.advance(0.001)
         m.log(loss=1.0)
-        time.sleep(0.002)
     overhead, elapsed, redraws = m.overhead(), m.elapsed(), m.redraws
     m.close()
-    assert m.startup_seconds >= 0.3
-    # the loop's time runs from the start-up (inside the timed 0.6 s without a with block)
-    assert elapsed >= 0.6 + (0.3 if use_with else 0.0)
-    assert redraws >= 4                         # the start-up did not stretch the wait (0.05 s)
-    return overhead, elapsed, m.startup_seconds
+    assert m.startup_seconds == pytest.approx(0.3)
+    # the loop's time runs from the start-up: the with block, or else the first log()
+    assert elapsed == pytest.approx(0.9 if use_with else 0.899)
+    assert redraws == 11                     # one per 0.05 s after the start-up: it did not
+    return overhead, elapsed, m.startup_seconds          # stretch the wait
 
 
 @pytest.mark.parametrize("use_with", [True, False])
 def test_start_up_is_counted_in_overhead_but_does_not_stretch_the_wait(monkeypatch, use_with):
     overhead, elapsed, startup = _slow_start_run(monkeypatch, use_with=use_with)
-    assert overhead >= startup / elapsed >= 0.3 / elapsed
-    assert overhead - startup / elapsed < 0.2   # the rest: bookkeeping and instant draws
+    assert overhead == pytest.approx(startup / elapsed)    # the rest cost no time on this clock
 
 
 def test_overhead_counts_every_second_spent_in_the_monitor(monkeypatch):
     # start-up, a first draw for a new panel (one-off), steady redraws and close(): all of it
-    slow = {"start": 0.2, "first": 0.3, "close": 0.1}
+    clock = FakeClock()
+    slow = {"start": 0.2, "first": 0.3, "close": 0.1, "redraw": 0.004}
     real_render = Plotter.render
 
     def render(self, history, x_max=None, relayout=None):
-        if self.builds == 0:
-            time.sleep(slow["first"])
+        clock.advance(slow["first"] if self.builds == 0 else slow["redraw"])
         return real_render(self, history, x_max, relayout)
 
-    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: time.sleep(slow["start"])))
+    monkeypatch.setattr(Plotter, "warm_up", classmethod(lambda cls: clock.advance(slow["start"])))
     monkeypatch.setattr(Plotter, "render", render)
     sink = RecordingSink(draws=True)
     real_close = sink.close
-    sink.close = lambda monitor: (time.sleep(slow["close"]), real_close(monitor))
-    m = Monitor(sink=sink, every=0.05)
-    t0 = time.perf_counter()
+    sink.close = lambda monitor: (clock.advance(slow["close"]), real_close(monitor))
+    m = Monitor(sink=sink, every=0.05, clock=clock)
+    t0 = clock.now
     with m:
-        while time.perf_counter() - t0 < 0.5:
+        for _ in range(500):
+            clock.advance(0.001)
             m.log(loss=1.0)
-            time.sleep(0.002)
-    assert m.spent_seconds >= sum(slow.values())
+    # the first redraw's render built the figure (0.3 s, one-off); every later one cost 4 ms,
+    # and close() 0.1 s plus its final render
+    steady = (m.redraws - 1) * slow["redraw"]
+    final = slow["close"] + slow["redraw"]
+    assert m.startup_seconds == pytest.approx(slow["start"] + slow["first"])
+    assert m.close_seconds == pytest.approx(final)
+    assert m.spent_seconds == pytest.approx(slow["start"] + slow["first"] + steady + final)
     assert m.overhead() == pytest.approx(m.spent_seconds / m.elapsed())
-    assert m.startup_seconds >= slow["start"] + slow["first"] and m.close_seconds >= slow["close"]
-    assert m.elapsed() >= time.perf_counter() - t0 - 0.05   # close() inside the loop's time
+    assert m.elapsed() == pytest.approx(clock.now - t0)     # close() inside the loop's time
 
 
 # -- bad arguments ------------------------------------------------------------------------------
@@ -633,19 +630,25 @@ def test_short_runs_are_drawn_point_for_point_with_the_same_smoothing():
     assert s_steps.tolist() == list(range(1, 301))
 
 
-@pytest.mark.timing
 def test_an_expensive_redraw_waits_its_cost_over_the_budget():
     # the throttle: next redraw when now - last >= max(every, last redraw's cost / draw_budget)
-    sink = RecordingSink(draws=False)
-    sink.send = lambda monitor: time.sleep(0.05)           # every redraw costs 50 ms
-    m = Monitor(sink=sink, every=0.01, draw_budget=0.25)   # so the wait after one is ~0.2 s
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 1.25:
+    clock = FakeClock()
+    sink = RecordingSink()
+    sink.send = lambda monitor: clock.advance(0.05)          # every redraw costs 50 ms
+    m = Monitor(sink=sink, every=0.01, draw_budget=0.25, clock=clock)   # a wait of 0.2 s after one
+    ends = []
+    for _ in range(1250):                                    # 1.25 s of 1 ms steps
+        clock.advance(0.001)
+        before = m.redraws
         m.log(loss=1.0)
-        time.sleep(0.001)
-    assert m.redraw_seconds >= 0.05
-    assert 3 <= m.redraws <= 6        # about one per 0.25 s (0.2 waiting + 0.05 drawing)
-    assert m.overhead() <= 0.25 + (0.05 + m.startup_seconds) / m.elapsed() + 0.02
+        if m.redraws > before:
+            ends.append(clock.now)
+    assert m.redraw_seconds == pytest.approx(0.05)
+    gaps = [b - a for a, b in zip(ends, ends[1:])]
+    # 1.25 s of steps and 0.05 s per redraw: one redraw per 0.2 s wait + 0.05 s drawing (+ the
+    # 1 ms step on which the wait ends)
+    assert len(ends) == 7 and all(0.25 <= g < 0.25 + 0.0011 for g in gaps), gaps
+    assert m.overhead() == pytest.approx(7 * 0.05 / m.elapsed())
     m.close()
 
 
@@ -657,15 +660,15 @@ def test_show_draws_a_picture_at_redraws_and_a_function_each_time():
         calls.append(1)
         return np.full((4, 4), len(calls) / 10)
 
-    m = Monitor(sink=RecordingSink(draws=True), every=0.05)
+    clock = FakeClock()
+    m = Monitor(sink=RecordingSink(draws=True), every=2.0**-4, clock=clock)
     with m:
         m.show(samples)
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 0.4:
+        for _ in range(200):                  # steps of 2**-9 s: a redraw every 32 steps
+            clock.advance(2.0**-9)
             m.log(loss=1.0)
-            time.sleep(0.002)
     assert m.picture[:8] == PNG_MAGIC
-    assert 2 <= len(calls) <= m.redraws + 1      # once per redraw (and at close), never per step
+    assert m.redraws == 6 and len(calls) == m.redraws + 1   # once per redraw and at close
     m2 = Monitor(sink="null")
     m2.show(np.zeros((3, 3)))
     m2.close()
@@ -695,20 +698,40 @@ def test_widget_sink_shows_the_picture_beside_the_curves(fake_display):
     assert any(getattr(o, "data", b"")[:8] == PNG_MAGIC and o.data == m.picture for o in shown)
 
 
-@pytest.mark.timing
-def test_new_axis_limits_wait_their_own_cost_over_the_budget():
+def test_new_axis_limits_wait_their_own_cost_over_the_budget(monkeypatch):
     # a loss that climbs forever leaves the axes at every redraw; a full draw (axes, ticks,
     # labels) costs several blits, so it comes at most every full cost / draw_budget, and the
-    # redraws between are blits with the curve clipped at the edge
-    m = Monitor(sink=RecordingSink(draws=True), every=0.01, draw_budget=0.2)
-    t0, i = time.perf_counter(), 0
+    # redraws between are blits with the curve clipped at the edge. Time moves by hand: a full
+    # draw costs 50 ms, the blit's encoding 5 ms.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from ctlkit.monitor import plotter as plotter_module
+    clock = FakeClock()
+    real_draw, real_encode = FigureCanvasAgg.draw, plotter_module._encode_png
+
+    def draw(canvas):                                          # a full draw: 50 ms
+        clock.advance(0.05)
+        real_draw(canvas)
+
+    def encode(rgba):                                          # every picture's PNG: 5 ms
+        clock.advance(0.005)
+        return real_encode(rgba)
+
+    monkeypatch.setattr(FigureCanvasAgg, "draw", draw)
+    monkeypatch.setattr(plotter_module, "_encode_png", encode)
+    m = Monitor(sink=RecordingSink(draws=True), every=0.01, draw_budget=0.2, clock=clock)
+    fulls_at = []
     with m:
-        while time.perf_counter() - t0 < 1.5:
-            i += 1
+        for i in range(1, 1501):                               # 1.5 s of 1 ms steps
+            clock.advance(0.001)
+            before = m.plotter.full_draws if m.plotter else 0
             m.log(loss=float(i))
-            time.sleep(0.001)
+            if m.plotter and m.plotter.full_draws > before:
+                fulls_at.append(clock.now)
     fulls = m.plotter.full_draws - 1                  # the final picture at close() is full
-    assert 1 <= fulls < m.redraws - m.plotter.layout_changes, (fulls, m.redraws)
+    assert 2 <= fulls < m.redraws - m.plotter.layout_changes, (fulls, m.redraws)
+    gaps = [b - a for a, b in zip(fulls_at[1:], fulls_at[2:])]   # after the first (a layout)
+    assert all(g >= 0.055 / 0.2 for g in gaps), gaps  # a full draw's cost over the budget
     assert m.overhead() <= 2 * m.draw_budget + m.startup_seconds / m.elapsed() + 0.05
 
 
@@ -716,7 +739,7 @@ def test_500_layer_norms_a_bounded_first_draw_counted_in_the_overhead(monkeypatc
     # Issue 23: the first draw with 500 layer norms cost 57 s, booked as start-up, so
     # overhead() said 0.2 %. Now the picture holds the top 8 layers and one band, and every
     # second of the first draw is in overhead().
-    from ctlkit.history import TOP
+    from ctlkit.monitor.history import TOP
 
     renders = []
     real_render = Plotter.render

@@ -89,7 +89,8 @@ def test_keeps_outputs_and_count_of_checked_cells():
     checked = nbnorm.normalize(messy_notebook())["cells"][2]
     assert checked["execution_count"] == 4
     assert checked["outputs"] == [
-        {"output_type": "execute_result", "execution_count": 4, "metadata": {}, "data": {"text/plain": ["2\n", "3"]}}
+        {"output_type": "execute_result", "execution_count": 4, "metadata": {},
+         "data": {"text/plain": ["2\n", "3"]}}
     ]
 
 

@@ -4,8 +4,9 @@ Colab's packages are the pins in stacks/colab.txt (and stacks/oldest.txt, an old
 resolves, without installing anything (``--dry-run --ignore-installed --report``), first Colab's
 own copies of the packages the kit uses and then the kit itself, both under Colab's pins and with
 Colab's Python (the one the Makefile builds that stack with: environment markers are evaluated by
-the interpreter that runs pip, so no other Python can stand in). The kit may add only itself: no package changes version (the pins would make
-that a resolution error) and no second Jupyter arrives. Needs the package index (CI has it).
+the interpreter that runs pip, so no other Python can stand in). The kit may add only itself: no
+package changes version (the pins would make that a resolution error) and no second Jupyter
+arrives. Needs the package index (CI has it).
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""ctlkit/plotter.py: the figure, blitting, PNG encoding, and image_png for Monitor.show."""
+"""ctlkit/monitor/plotter.py: the figure, blitting, PNG encoding, and image_png for Monitor.show."""
 import math
 
 import numpy as np
 import pytest
-
-from ctlkit.history import History
-from ctlkit.plotter import PNG_MAGIC, Plotter, image_png, render_png
 from monitor_helpers import history, png_size
+
+from ctlkit.monitor.history import History
+from ctlkit.monitor.plotter import PNG_MAGIC, Plotter, image_png, render_png
 
 
 def test_render_png_returns_png_bytes():
@@ -123,9 +123,8 @@ def test_with_a_draw_budget_new_limits_wait_the_last_full_draws_cost_over_it(mon
     # the monitor's rule on the plotter's own clock: after a full draw that cost c, data that
     # leave the axes are clipped at the edge until c / draw_budget has passed
     clock = [100.0]
-    monkeypatch.setattr("ctlkit.plotter.time.perf_counter", lambda: clock[0])
     h = history(20, epochs=False)
-    p = Plotter(draw_budget=0.1)
+    p = Plotter(draw_budget=0.1, clock=lambda: clock[0])
     p.render(h, x_max=100)                 # the first full draw; with the fake clock it cost 0 s,
     assert p.full_draws == 1               # so pretend it cost 0.2 s: the wait is 2 s
     p._full_wait = 0.2 / p.draw_budget
@@ -193,8 +192,9 @@ def test_image_png_takes_arrays_figures_and_png_bytes():
 
 
 def test_image_png_clips_floats_to_the_unit_range():
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     pixels = np.asarray(Image.open(io.BytesIO(image_png(np.array([[-1.0, 0.5, 2.0]])))))
     assert pixels.tolist() == [[0, 128, 255]]
@@ -232,7 +232,7 @@ def test_500_layer_norms_draw_a_bounded_picture_quickly():
     # lines, the rest one band, and the legend says so.
     import time
 
-    from ctlkit.history import TOP
+    from ctlkit.monitor.history import TOP
 
     h = _many_layers(500)
     Plotter.warm_up()

@@ -16,7 +16,8 @@ def _overview(path):
 def test_every_notebook_is_in_the_map_with_the_minutes_of_its_overview():
     readme = (ROOT / "README.md").read_text()
     for path in NOTEBOOKS:
-        rows = re.findall(rf"^\| \[{path.stem}\]\(notebooks/{path.name}\) \|.*\| ~(\d+) min \|$", readme, re.M)
+        row = rf"^\| \[{path.stem}\]\(notebooks/{path.name}\) \|.*\| ~(\d+) min \|$"
+        rows = re.findall(row, readme, re.M)
         assert len(rows) == 1, f"{path.name}: {len(rows)} rows in the README's map"
         stated = re.findall(r"[Aa]bout\s+(\d+)\s+minutes\s+to\s+read\s+and\s+work\s+through", _overview(path))
         assert stated == rows, f"{path.name}: overview says {stated}, README says ~{rows[0]} min"

@@ -3,11 +3,10 @@ import dataclasses
 import random
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from ctlkit import runtime
 from ctlkit.runtime import Budget, budget, recommend_policy, run_seed, setup
@@ -179,7 +178,8 @@ def test_an_explicit_seed_wins_over_ctlkit_seed(monkeypatch):
 @pytest.mark.parametrize("bad", ["x", "-1", "1.5", "1000001", "0x10"])
 def test_a_bad_ctlkit_seed_is_an_error_naming_the_variable_and_the_fix(monkeypatch, bad):
     monkeypatch.setenv("CTLKIT_SEED", bad)
-    with pytest.raises(ValueError, match=r"CTLKIT_SEED=.* is not a run seed: set it to an integer in \[0, 1000000\]"):
+    message = r"CTLKIT_SEED=.* is not a run seed: set it to an integer in \[0, 1000000\]"
+    with pytest.raises(ValueError, match=message):
         run_seed()
     with pytest.raises(ValueError, match=r"CTLKIT_SEED"):
         setup(verbose=False)

@@ -1,11 +1,10 @@
-"""ctlkit/sigint.py: a real SIGINT ("interrupt kernel") stops a tf.function loop cleanly and stops
+"""ctlkit/monitor/sigint.py: a real SIGINT ("interrupt kernel") stops a tf.function loop cleanly and stops
 the whole cell; an interrupt that a library call swallowed is raised again by the next log()."""
 import time
 
 import pytest
 
 from ctlkit.monitor import Monitor
-
 
 # A real interrupt (SIGINT, what "interrupt kernel" sends) stops a tf.function loop cleanly
 # and stops the whole "cell": the process, here, which runs several monitored runs in a row

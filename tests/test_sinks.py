@@ -1,17 +1,15 @@
-"""ctlkit/sinks.py: choosing a sink; the text and widget sinks."""
+"""ctlkit/monitor/sinks.py: choosing a sink; the text and widget sinks."""
 import io
 
 import IPython
 import IPython.display
 import pytest
 import tensorflow as tf
-
-
-from ctlkit import sinks
-from ctlkit.monitor import Monitor
-from ctlkit.plotter import render_png
-from ctlkit.sinks import NullSink, TextSink, WidgetSink, make_sink
 from monitor_helpers import RecordingSink, history
+
+from ctlkit.monitor import Monitor, sinks
+from ctlkit.monitor.plotter import render_png
+from ctlkit.monitor.sinks import NullSink, TextSink, WidgetSink, make_sink
 
 
 @pytest.mark.parametrize("bad", ["bogus", "Widget", "", None, 5])
@@ -154,10 +152,9 @@ def test_widget_sink_close_without_picture_keeps_widget(fake_display):
     assert handles[0].updates == []
 
 
-def test_widget_sink_sends_at_most_max_fps_frames(fake_display, monkeypatch):
+def test_widget_sink_sends_at_most_max_fps_frames(fake_display):
     clock = [100.0]
-    monkeypatch.setattr(sinks.time, "perf_counter", lambda: clock[0])
-    m = Monitor(total_steps=100, sink="null")
+    m = Monitor(total_steps=100, sink="null", clock=lambda: clock[0])   # the sink reads it too
     sink = WidgetSink(max_fps=5)
     sink.start(m)
     m.history, m.step = history(10), 10
@@ -178,3 +175,20 @@ def test_widget_sink_sends_at_most_max_fps_frames(fake_display, monkeypatch):
 def test_widget_sink_max_fps_is_checked(bad, error):
     with pytest.raises(error, match="max_fps"):
         WidgetSink(max_fps=bad)
+
+
+def test_text_sink_prints_a_line_per_every_seconds_of_the_monitors_clock():
+    clock = [0.0]
+    buf = io.StringIO()
+    m = Monitor(sink=TextSink(every=5.0, stream=buf), every=0.5, clock=lambda: clock[0])
+    for _ in range(96):                       # 12 s of steps of 1/8 s, from the first log()
+        clock[0] += 0.125
+        m.log(loss=0.5)
+    # a redraw per 0.5 s (23 after 11.875 s); a line at the first and then per 5 s: 3
+    assert m.redraws == 23 and len(buf.getvalue().splitlines()) == 3
+
+
+def test_a_clock_that_is_not_a_function_is_refused():
+    with pytest.raises(TypeError, match=r"clock must be a function returning seconds \(like time"):
+        Monitor(sink="null", clock=12.0)
+

@@ -1,11 +1,11 @@
-"""Tests for ctlkit/stepcheck.py: check_step. More of its messages (the batch that differs, the
+"""Tests for ctlkit/checks/step.py: check_step. More of its messages (the batch that differs, the
 returned value, a plain Python step, retracing, the optimizer state, bad arguments) are tested
 in tests/test_exercises.py."""
 import keras
 import pytest
 import tensorflow as tf
 
-from ctlkit.stepcheck import check_step
+from ctlkit.checks.step import check_step
 
 BATCHES = {"the first batch": (tf.ones([2, 2]), tf.zeros([2, 1])),
            "the second batch": (tf.fill([2, 2], 3.0), tf.ones([2, 1]))}

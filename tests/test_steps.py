@@ -1,9 +1,8 @@
 """Tests for ctlkit/steps.py: notebook 03's plain step, compiled or not, and its argument checks."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from ctlkit import steps
 

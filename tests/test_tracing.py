@@ -30,7 +30,9 @@ class Config:
 def test_count_is_zero_before_the_first_call_and_counts_new_signatures_only():
     fn = make_fn()
     assert count(fn) == 0
-    fn(ones(4, 2)); fn(ones(4, 2)); fn(ones(4, 2) + 1)
+    fn(ones(4, 2))
+    fn(ones(4, 2))
+    fn(ones(4, 2) + 1)
     assert count(fn) == 1
     fn(ones(3, 2))
     assert count(fn) == 2
@@ -46,7 +48,10 @@ def test_count_accepts_a_watcher():
 # -- reasons ------------------------------------------------------------------------------------
 def test_first_call_shape_and_dtype_reasons():
     w = watch(make_fn())
-    w(ones(32, 8)); w(ones(32, 8)); w(ones(16, 8)); w(ones(16, 8, dtype=tf.float64))
+    w(ones(32, 8))
+    w(ones(32, 8))
+    w(ones(16, 8))
+    w(ones(16, 8, dtype=tf.float64))
     assert w.calls == 4 and [t.call for t in w.traces] == [1, 3, 4]
     assert [t.traces for t in w.traces] == [1, 1, 1]
     first, shape, dtype = (t.reason for t in w.traces)
@@ -59,18 +64,22 @@ def test_first_call_shape_and_dtype_reasons():
 
 def test_dtype_and_shape_together():
     w = watch(make_fn())
-    w(ones(2, 2)); w(ones(3, dtype=tf.int32))
+    w(ones(2, 2))
+    w(ones(3, dtype=tf.int32))
     assert w.traces[-1].reason == ("argument x: new dtype int32 and shape (3,) "
                                    "(earlier: float32(2, 2))")
 
 
 def test_python_scalar_retraces_and_the_reason_says_pass_a_tensor():
     w = watch(make_fn())
-    w(ones(2), 2); w(ones(2), 2); w(ones(2), 3)
+    w(ones(2), 2)
+    w(ones(2), 2)
+    w(ones(2), 3)
     assert len(w.traces) == 2
     assert w.traces[1].reason == ("argument scale: new Python value 3 (earlier: 2; Python scalars "
                                   "are part of the signature; pass a tensor)")
-    w(ones(2), tf.constant(4)); w(ones(2), tf.constant(5))   # a tensor: one more trace, then none
+    w(ones(2), tf.constant(4))
+    w(ones(2), tf.constant(5))   # a tensor: one more trace, then none
     assert len(w.traces) == 3 and "a tensor int32()" in w.traces[2].reason
 
 
@@ -78,7 +87,8 @@ def test_python_object_retraces_on_identity():
     fn = tf.function(lambda x, cfg: x + 1)
     w = watch(fn)
     cfg = Config()
-    w(ones(2), cfg); w(ones(2), cfg)
+    w(ones(2), cfg)
+    w(ones(2), cfg)
     assert len(w.traces) == 1                                  # the same object: no retrace
     other = Config()
     w(ones(2), other)
@@ -88,7 +98,8 @@ def test_python_object_retraces_on_identity():
 
 def test_nesting_structure_and_keyword_paths():
     w = watch(make_fn())
-    w([ones(2), ones(3)]); w(x=[ones(2), ones(3)])             # keyword or positional: same inputs
+    w([ones(2), ones(3)])
+    w(x=[ones(2), ones(3)])             # keyword or positional: same inputs
     assert len(w.traces) == 1 and list(w.traces[0].signature) == ["x[0]", "x[1]", "scale"]
     w([ones(2), ones(3), ones(1)])
     assert w.traces[1].reason == ("argument x: a new nesting structure x[0], x[1], x[2] "
@@ -96,13 +107,15 @@ def test_nesting_structure_and_keyword_paths():
     Pair = collections.namedtuple("Pair", "a b")
     w({"p": Pair(ones(1), ones(2))})
     assert list(w.traces[2].signature)[:2] == ["x['p'].a", "x['p'].b"]
-    w(ones(1), []); w(ones(1), [])                             # an empty list is one (Python) leaf
+    w(ones(1), [])
+    w(ones(1), [])                             # an empty list is one (Python) leaf
     assert len(w.traces) == 4 and w.traces[3].signature["scale"] == Leaf("python", "list", [])
 
 
 def test_numpy_arrays_count_as_tensors():
     w = watch(make_fn())
-    w(np.ones((4, 2), np.float32)); w(ones(4, 2))
+    w(np.ones((4, 2), np.float32))
+    w(ones(4, 2))
     assert len(w.traces) == 1 and w.traces[0].signature["x"] == Leaf("tensor", "float32", (4, 2))
     w(np.float64(3.0))
     assert w.traces[1].signature["x"] == Leaf("tensor", "float64", ())
@@ -110,7 +123,9 @@ def test_numpy_arrays_count_as_tensors():
 
 def test_reason_compares_with_the_closest_earlier_trace():
     w = watch(make_fn())
-    w(ones(2), 1); w(ones(3), 1); w(ones(2), 5)    # closest to the first call, not the latest
+    w(ones(2), 1)
+    w(ones(3), 1)
+    w(ones(2), 5)    # closest to the first call, not the latest
     assert w.traces[2].reason.startswith("argument scale: new Python value 5 (earlier: 1;")
 
 
@@ -127,7 +142,8 @@ def test_two_traces_in_the_first_call_that_creates_variables():
 
     scale = Scale()                      # keep it: a bound tf.function holds only a weakref to it
     w = watch(scale.__call__)
-    w(tf.constant(1.0)); w(tf.constant(2.0))
+    w(tf.constant(1.0))
+    w(tf.constant(2.0))
     assert [t.traces for t in w.traces] == [2] and w.traced == 2 and w.calls == 2
     assert "tf.Variables" in w.traces[0].reason
 
@@ -198,7 +214,9 @@ def test_results_errors_and_attributes_pass_through():
 
 def test_summary_and_concrete_signatures():
     w = watch(make_fn(), name="step")
-    w(ones(2)); w(ones(2)); w(ones(3))
+    w(ones(2))
+    w(ones(2))
+    w(ones(3))
     text = w.summary()
     assert text.startswith("step: 3 call(s), 2 trace(s) through the watcher (2 in all); "
                            "1 call(s) reused a graph")

@@ -1,15 +1,14 @@
-"""ctlkit/values.py, through Monitor.log(): what log() and log_epoch() accept (every kind of
+"""ctlkit/monitor/values.py, through Monitor.log(): what log() and log_epoch() accept (every kind of
 number, tensor and variable), the first-value checks, step numbers, and the errors that name
 the argument and the fix."""
 import decimal
 import fractions
 import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras
 
 from ctlkit.monitor import Monitor
 

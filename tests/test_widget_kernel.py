@@ -63,7 +63,7 @@ def _run(kc, code, timeout=180):
     while time.monotonic() - start < timeout:
         try:
             msg = kc.get_iopub_msg(timeout=5)
-        except Exception:  # noqa: BLE001 - queue.Empty: keep waiting until the deadline
+        except Exception:  # queue.Empty: keep waiting until the deadline
             continue
         if msg["parent_header"].get("msg_id") != msg_id:
             continue

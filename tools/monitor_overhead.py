@@ -14,12 +14,14 @@ import sys
 import time
 
 sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else ".")
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import ctlkit  # noqa: E402
-from ctlkit import data, grads  # noqa: E402
-from ctlkit.monitor import Monitor  # noqa: E402
-from ctlkit.sinks import NullSink  # noqa: E402
+import keras
+import tensorflow as tf
+
+import ctlkit
+from ctlkit import data, grads
+from ctlkit.monitor import Monitor
+from ctlkit.monitor.sinks import NullSink
+
 print("ctlkit from", ctlkit.__file__)
 
 
@@ -31,7 +33,7 @@ class RenderSink(NullSink):
 
     def start(self, monitor):
         if not hasattr(monitor, "_wants_png"):               # the sink draws
-            from ctlkit.plotter import Plotter
+            from ctlkit.monitor.plotter import Plotter
             self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
             Plotter.warm_up()
 
@@ -70,7 +72,7 @@ for name, width, epochs in (("nb03-like", 256, 30), ("bench-1ms", 256, 60)):
     total = epochs * len(splits.train)
     pc = time.perf_counter
     with Monitor(total_steps=total if name == "nb03-like" else None, sink=RenderSink()) as mon:
-        for e in range(epochs):
+        for _ in range(epochs):
             for x, y in splits.train:
                 loss, gn, pl = step(x, y)
                 mon.log(loss=loss, grad_norm=gn, layer_norms=pl)

@@ -231,7 +231,8 @@ def find_notebooks(paths) -> list[Path]:
         if path.is_dir():
             found += [
                 p for p in path.rglob("*.ipynb")
-                if ".ipynb_checkpoints" not in p.parts and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                if ".ipynb_checkpoints" not in p.parts
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
             ]
         elif path.suffix == ".ipynb" and path.is_file():
             found.append(path)
@@ -243,7 +244,8 @@ def find_notebooks(paths) -> list[Path]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="notebooks or folders to search for *.ipynb")
-    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook is not normalised")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if a notebook is not normalised")
     args = parser.parse_args(argv)
 
     try:

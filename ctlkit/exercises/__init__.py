@@ -79,7 +79,7 @@ def check(key: str, fn, **context) -> Report:
             report = checker(fn, **context)
         except ContextError:
             raise                          # the notebook's argument is wrong, not the learner's answer
-        except Exception as e:  # noqa: BLE001 - a checker reports, it never stops the notebook
+        except Exception as e:  # a checker reports, it never stops the notebook
             report = Report(name=match[2], problems=[f"calling your function failed in a way the "
                                                      f"checker did not expect: {explain(e)}"], cases=0)
     report.notes = notes + list(report.notes)
@@ -90,8 +90,9 @@ def check(key: str, fn, **context) -> Report:
 def _known_state(notes: list):
     """Graph mode, the float32 policy and quiet retracing for the check; the notebook's eager flag,
     policy and random state (Python, NumPy, TensorFlow, Keras) given back afterwards."""
-    from keras.src.backend.common import global_state     # Keras' global seed and generator
+    from keras.src.backend.common import global_state  # Keras' global seed and generator
     from tensorflow.python.eager import context as tf_context
+
     # TF's global generator, read without creating one: get_global_generator() would create it,
     # and refuses to under op determinism (stateful_random_ops.py:990 in TF 2.19-2.21)
     from tensorflow.python.ops import stateful_random_ops

@@ -26,7 +26,7 @@ def standardizer(factory):
         fn = factory()
     except NotImplementedError:
         return Report(name, [f"{name}: not written yet (it raised NotImplementedError)."], 1)
-    except Exception as e:  # noqa: BLE001 - the learner's error is the message
+    except Exception as e:  # the learner's error is the message
         return Report(name, [f"{name}() raised {explain(e)}"], 1)
     if isinstance(fn, tf.Tensor) or not callable(fn):
         return Report(name, [f"{name}() returned {type(fn).__name__}, not a function: return the "

@@ -6,13 +6,13 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import check_function, check_step
+from ._common import digits_like, digits_mlp
 
 
 def _digits_like(n, seed, scale=1.0):
-    """Random 8x8x1 images in [0, scale] and labels 0..9: the shapes notebook 03 trains on."""
-    rng = np.random.default_rng(seed)
-    return (tf.constant(rng.uniform(0, scale, (n, 8, 8, 1)), tf.float32),
-            tf.constant(rng.integers(0, 10, n), tf.int32))
+    """Random 8x8x1 images in [0, scale] and labels 0..9, as tensors: what notebook 03 trains on."""
+    x, y = digits_like(n, seed, scale)
+    return tf.constant(x), tf.constant(y)
 
 
 def _reference_accuracy(logits, labels):
@@ -102,11 +102,7 @@ _SLIPS = [
 
 def _build():
     import keras
-    keras.utils.set_random_seed(3)
-    penalty = keras.regularizers.L2(L2)
-    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
-                              keras.layers.Dense(32, activation="relu", kernel_regularizer=penalty),
-                              keras.layers.Dense(10, kernel_regularizer=penalty)])
+    model = digits_mlp(32, "relu", seed=3, kernel_regularizer=keras.regularizers.L2(L2))
     return model, keras.optimizers.SGD(learning_rate=0.5)
 
 
@@ -131,7 +127,7 @@ def clipped_step(fn):
         try:
             same = check_step(fn, variant, _build, batches, name="make_clipped_step", rtol=1e-4,
                               atol=1e-5).ok
-        except Exception:  # noqa: BLE001 - a diagnosis only; the first report stands
+        except Exception:  # a diagnosis only; the first report stands
             same = False
         if same:
             report.problems.insert(0, f"your step matches the reference with one slip: {slip}")

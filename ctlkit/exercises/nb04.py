@@ -103,7 +103,7 @@ def loss_scale_rule(fn, applied=None, scales=None, growth=None):
     want = [float(s) for s in np.asarray(scales)]
     try:
         got = _replay(fn, applied, growth)
-    except Exception as e:  # noqa: BLE001 - reported below
+    except Exception as e:  # reported below
         return Report(name="update_loss_scale", cases=len(cases) + 1,
                       problems=[f"replaying {what}: raised {explain(e)}"])
     for k, (g, w) in enumerate(zip(got, want)):
@@ -258,7 +258,7 @@ def _run(factory):
             step(x, y)
             out.append([np.array(w.numpy(), np.float64) for w in model.weights]
                        + [np.array(list(_state(model, optimizer).values()), np.float64)])
-    except Exception:  # noqa: BLE001 - a run that breaks matches only as far as it went
+    except Exception:  # a run that breaks matches only as far as it went
         pass
     return out
 
@@ -298,7 +298,7 @@ def clipped_scaled_step(fn):
     if any(p.startswith(("on ", "your step's update")) for p in report.problems):
         try:
             sentence = _name_the_slip(fn)
-        except Exception:  # noqa: BLE001 - the comparison's own messages stand
+        except Exception:  # the comparison's own messages stand
             sentence = None
         if sentence:
             report.problems.insert(0, sentence)

@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from ..checks import Report, check_function, check_step
+from ._common import digits_mlp
 
 
 # -- 05.combine -----------------------------------------------------------------------------------
@@ -77,10 +78,7 @@ def _build():
     """Notebook 05's MLP on 8x8x1 digits, and SGD with momentum (so each update also moves the
     next ones: an extra or a missing update shows)."""
     import keras
-    keras.utils.set_random_seed(5)
-    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
-                              keras.layers.Dense(64, activation="tanh"), keras.layers.Dense(10)])
-    return model, keras.optimizers.SGD(0.1, momentum=0.5)
+    return digits_mlp(64, "tanh", seed=5), keras.optimizers.SGD(0.1, momentum=0.5)
 
 
 def _state(model, optimizer):
@@ -183,7 +181,7 @@ def _weighted_run(factory):
             for x, y, w in _weighted_batches(n_accum, sizes, seed).values():
                 step(x, y, w)
                 out.append([np.array(v.numpy(), np.float64) for v in model.weights])
-        except Exception:  # noqa: BLE001 - a run that breaks matches nothing
+        except Exception:  # a run that breaks matches nothing
             return None
     return out
 
@@ -218,7 +216,7 @@ def weighted_accumulation(fn):
     if problems and any(p.startswith("on ") for p in problems):
         try:
             sentence = _weighted_slip_sentence(fn)
-        except Exception:  # noqa: BLE001 - the comparison's own messages stand
+        except Exception:  # the comparison's own messages stand
             sentence = None
         if sentence:
             problems.insert(0, sentence)

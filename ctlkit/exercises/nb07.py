@@ -55,7 +55,7 @@ def _hint_nonfinite(report, fn):
         grad = tape.gradient(value, x)
         finite = bool(np.all(np.isfinite(np.asarray(value)))) and (
             grad is None or bool(np.all(np.isfinite(grad.numpy()))))
-    except Exception:  # noqa: BLE001 - the case messages already report errors
+    except Exception:  # the case messages already report errors
         return report
     if not finite:
         report.problems.insert(0, "at logits of +-200 your loss or its gradient is NaN or infinite: "
@@ -151,7 +151,7 @@ def r1_penalty(fn):
                          f"{_r1_slip(float(value), int(first.shape[0]), int(np.prod(first.shape[1:])))}"
                          f": square each image's input-gradient norm (the sum of the squared "
                          f"gradient over every pixel and channel), then average over the batch.")
-    except Exception:  # noqa: BLE001 - the case messages already report errors
+    except Exception:  # the case messages already report errors
         pass
     return Report(name=report.name, problems=hints + report.problems, cases=report.cases)
 

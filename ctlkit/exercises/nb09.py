@@ -30,6 +30,7 @@ def _setup(n=32):
     ``n`` real digits in [0, 1] with their labels: many pixels sit at 0 or 1, so the pixel
     range matters."""
     import keras
+
     from ..data import arrays
     init = lambda k: keras.initializers.GlorotUniform(seed=90 + k)  # noqa: E731
     model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
@@ -52,7 +53,7 @@ def _threat_problems(outputs):
             xa = tf.convert_to_tensor(xa)
             moved = float(tf.reduce_max(tf.abs(xa - x)))
             low, high = float(tf.reduce_min(xa)), float(tf.reduce_max(xa))
-        except Exception:  # noqa: BLE001 - the case messages report the error itself
+        except Exception:  # the case messages report the error itself
             continue
         if moved > eps + 1e-6:
             problems.append(f"{label}: a pixel moved by {moved:.3f} > eps = {eps}: project onto the "
@@ -73,7 +74,8 @@ def _reference_fgsm_rs(model, x, y, eps, alpha, start):
 def fgsm_rs(fn):
     model, x, y = _setup()
     cases = {
-        "eps 0.1, alpha 1.25 eps (Wong et al.), a random start": (model, x, y, 0.1, 0.125, _start(x.shape, 0.1, 0)),
+        "eps 0.1, alpha 1.25 eps (Wong et al.), a random start":
+            (model, x, y, 0.1, 0.125, _start(x.shape, 0.1, 0)),
         "eps 0.2, alpha 0.5 eps (a short step), another random start":
             (model, x, y, 0.2, 0.1, _start(x.shape, 0.2, 1)),
         "eps 0.15, start at the corner +eps (outside [0, 1] where x = 1), alpha 1.25 eps":
@@ -87,7 +89,7 @@ def fgsm_rs(fn):
         for label, (m, xx, yy, eps, alpha, start) in cases.items():
             try:
                 outputs.append((label, fn(m, xx, yy, eps, alpha, start), xx, eps))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
         problems[:0] = _threat_problems(outputs)
     return Report(name=report.name, problems=problems, cases=report.cases)
@@ -123,7 +125,7 @@ def targeted_pgd_step(fn):
                 got = fn(m, xa, xx, t, eps, alpha)
                 outputs.append((label, got, xx, eps))
                 climbs = climbs and bool(np.allclose(got, _untargeted(m, xa, xx, t, eps, alpha), atol=1e-6))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 climbs = False
         hints = _threat_problems(outputs)
         if climbs:
@@ -208,7 +210,7 @@ def _l2_threat_problems(outputs):
             d = tf.convert_to_tensor(xa) - x
             moved = float(tf.reduce_max(_l2_norm(d)))
             low, high = float(tf.reduce_min(xa)), float(tf.reduce_max(xa))
-        except Exception:  # noqa: BLE001 - the case messages report the error itself
+        except Exception:  # the case messages report the error itself
             continue
         if moved > eps * (1 + 1e-5) + 1e-6:
             problems.append(f"{label}: an image moved by an L2 distance of {moved:.3f} > eps = {eps}: "
@@ -249,7 +251,7 @@ def l2_pgd_step(fn):
             try:
                 got[label] = fn(m, xa, xx, yy, eps, alpha)
                 outputs.append((label, got[label], xx, eps))
-            except Exception:  # noqa: BLE001 - the case messages report the error
+            except Exception:  # the case messages report the error
                 pass
         hints = []
         if len(got) == len(cases):

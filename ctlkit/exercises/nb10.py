@@ -2,10 +2,13 @@
 a clipped distributed step whose threshold is stated for the global batch's gradient."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
 from ..checks import ContextError, Report, check_function, check_step
+from ._common import digits_like, digits_mlp
 
 
 def _per_example_loss(labels, logits):
@@ -48,15 +51,15 @@ def _replica_loss_hint(fn, cases):
         ("you took the mean over this replica's own examples (tf.reduce_mean, or a Keras loss with "
          "its default reduction): the replicas' losses are summed, so each must be its sum divided "
          "by the GLOBAL batch size (on 32 of 64 examples yours is 2 times too big)",
-         lambda y, l, g: tf.reduce_mean(_per_example_loss(y, l))),
+         lambda y, z, g: tf.reduce_mean(_per_example_loss(y, z))),
         ("you summed this replica's losses but never divided by global_batch_size",
-         lambda y, l, g: tf.reduce_sum(_per_example_loss(y, l))),
+         lambda y, z, g: tf.reduce_sum(_per_example_loss(y, z))),
         ("you divided by a fixed 64 (the notebook's GLOBAL), not by the global_batch_size argument",
-         lambda y, l, g: tf.reduce_sum(_per_example_loss(y, l)) / 64.0),
+         lambda y, z, g: tf.reduce_sum(_per_example_loss(y, z)) / 64.0),
     )
     try:
         got = {k: np.asarray(fn(*args), np.float64) for k, args in cases.items()}
-    except Exception:  # noqa: BLE001 - the case messages report errors
+    except Exception:  # the case messages report errors
         return None
     for sentence, slip in slips:
         if all(got[k].shape == () and np.isclose(got[k], float(slip(*args)), rtol=1e-5)
@@ -109,9 +112,9 @@ def _slips(replicas):
                       f"(tf.nn.compute_average_loss(..., global_batch_size=...)), or gradients "
                       f"already summed were summed again (apply_gradients inside strategy.run adds "
                       f"the replicas' gradients up)",
-            1 / replicas: f"that is one over the number of replicas: the replicas' values were "
-                          f"averaged (ReduceOp.MEAN) where each is already a share of the global "
-                          f"mean and they must be summed (ReduceOp.SUM)"}
+            1 / replicas: "that is one over the number of replicas: the replicas' values were "
+                          "averaged (ReduceOp.MEAN) where each is already a share of the global "
+                          "mean and they must be summed (ReduceOp.SUM)"}
 
 
 def _runs(strategy, replicas, labels=None):
@@ -121,7 +124,7 @@ def _runs(strategy, replicas, labels=None):
     for global_batch, seeds in ((64, (101, 102)), (33, (103, 104))):
         batches = {}
         for k, seed in enumerate(seeds):
-            batch, split = _distribute(strategy, *_digits_like(global_batch, seed, 1.0 + 3.0 * k))
+            batch, split = _distribute(strategy, *digits_like(global_batch, seed, 1.0 + 3.0 * k))
             even = "" if global_batch % replicas == 0 else ", uneven"
             more = f", {labels[k]}" if labels else ""
             batches[f"{'another' if k else 'a'} global batch of {global_batch} ({split} on "
@@ -161,7 +164,7 @@ class _OneValue:
     def __call__(self, *batch):
         try:
             out = self._step(*batch)
-        except Exception as e:  # noqa: BLE001 - re-raised, with what to do when it is ours
+        except Exception as e:  # re-raised, with what to do when it is ours
             if "PerReplica" in str(e) or "DistributedValues" in str(e):
                 raise StrategyMistake(
                     "a distributed batch (one tensor per replica) reached code outside "
@@ -182,10 +185,18 @@ def _bind(fn, strategy):
     return factory
 
 
-def _digits_like(n, seed, scale=1.0):
-    rng = np.random.default_rng(seed)
-    return (rng.uniform(0, scale, (n, 8, 8, 1)).astype("float32"),
-            rng.integers(0, 10, n).astype("int32"))
+def _build(strategy):
+    """Two calls give the same model (and a built SGD), made in the strategy's scope."""
+    import keras
+    with strategy.scope():
+        model = digits_mlp(32, "relu", seed=10)
+        optimizer = keras.optimizers.SGD(learning_rate=0.1)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def _state(model, optimizer):
+    return {"iterations": int(optimizer.iterations.numpy())}
 
 
 def _distribute(strategy, x, y):
@@ -199,7 +210,6 @@ def distributed_step(fn, strategy=None):
     """Run the learner's step and the reference beside each other under ``strategy`` (the
     notebook's, or default_strategy()), first on global batches of 64, then on 33 examples,
     which do not split evenly over 2 replicas."""
-    import keras
     name = "make_distributed_step"
     if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
         raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
@@ -211,28 +221,17 @@ def distributed_step(fn, strategy=None):
     except NotImplementedError:
         return Report(name=name, problems=[f"{name}: not written yet (it raised "
                                            f"NotImplementedError)."], cases=0)
-    except Exception:  # noqa: BLE001 - it needs the real model: check_step below will see
+    except Exception:  # it needs the real model: check_step below will see
         pass
 
-    def build():
-        with strategy.scope():
-            keras.utils.set_random_seed(10)
-            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
-                                      keras.layers.Dense(32, activation="relu"),
-                                      keras.layers.Dense(10)])
-            optimizer = keras.optimizers.SGD(learning_rate=0.1)
-            optimizer.build(model.trainable_variables)
-        return model, optimizer
-
-    def state(model, optimizer):
-        return {"iterations": int(optimizer.iterations.numpy())}
+    build = functools.partial(_build, strategy)
 
     runs = _runs(strategy, replicas)
 
     cases = 0
     for global_batch, batches in runs:
         report = check_step(_bind(fn, strategy), _bind(_reference_distributed_step, strategy), build,
-                            batches, args=(global_batch,), state=state, name=name,
+                            batches, args=(global_batch,), state=_state, name=name,
                             rtol=1e-4, atol=1e-6, slips=_slips(replicas))
         cases += report.cases
         if not report.ok:
@@ -276,7 +275,6 @@ def clipped_step(fn, strategy=None):
     beside the reference under ``strategy``: global batches of 64 then of 33, in each run one batch
     whose all-reduced gradient is shorter than the clip and one whose gradient (and every replica's
     share of it) is longer."""
-    import keras
     name = "make_clipped_step"
     if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
         raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
@@ -288,21 +286,10 @@ def clipped_step(fn, strategy=None):
     except NotImplementedError:
         return Report(name=name, problems=[f"{name}: not written yet (it raised "
                                            f"NotImplementedError)."], cases=0)
-    except Exception:  # noqa: BLE001 - it needs the real model: check_step below will see
+    except Exception:  # it needs the real model: check_step below will see
         pass
 
-    def build():
-        with strategy.scope():
-            keras.utils.set_random_seed(10)
-            model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(),
-                                      keras.layers.Dense(32, activation="relu"),
-                                      keras.layers.Dense(10)])
-            optimizer = keras.optimizers.SGD(learning_rate=0.1)
-            optimizer.build(model.trainable_variables)
-        return model, optimizer
-
-    def state(model, optimizer):
-        return {"iterations": int(optimizer.iterations.numpy())}
+    build = functools.partial(_build, strategy)
 
     def bind(factory):
         def make(model, optimizer, global_batch_size, clip):
@@ -315,7 +302,7 @@ def clipped_step(fn, strategy=None):
     cases = 0
     for global_batch, batches in runs:
         report = check_step(bind(fn), bind(_reference_clipped_step), build, batches,
-                            args=(global_batch, CLIP), state=state, name=name, rtol=1e-4,
+                            args=(global_batch, CLIP), state=_state, name=name, rtol=1e-4,
                             atol=1e-6, slips=_slips(replicas))
         cases += report.cases
         if not report.ok:

@@ -77,7 +77,7 @@ def first_nonfinite(fn, monitor_history=None):
         except NotImplementedError:
             return Report("first_nonfinite", [f"{label}: not written yet (it raised "
                                               f"NotImplementedError)."], len(cases))
-        except Exception as e:  # noqa: BLE001 - the learner's error is the message
+        except Exception as e:  # the learner's error is the message
             problems.append(f"{label}: raised {explain(e)}")
             continue
         typed = _type_problem(got, want, label)
@@ -136,7 +136,7 @@ def _cancellation(fn, cases, reference, scale):
             size = np.asarray(scale(args), np.float64)       # per entry, or per row of logits
             size = size.max(axis=tuple(range(want.ndim, size.ndim))) if size.ndim > want.ndim else size
             rounding = np.spacing(np.broadcast_to(size, want.shape).astype(np.float32)).astype(np.float64)
-        except Exception:  # noqa: BLE001 - the case messages report errors
+        except Exception:  # the case messages report errors
             return None
         if got.shape != want.shape or not np.all(np.isfinite(got)):
             return None
@@ -214,7 +214,7 @@ def stable_bce(fn):
     for sentence, slip in _bce_slips():
         try:
             same = all(_same(fn(*args), slip(*args)) for args in cases.values())
-        except Exception:  # noqa: BLE001 - the case messages report errors
+        except Exception:  # the case messages report errors
             same = False
         if same:
             problems.insert(0, sentence + ".")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-
 import tensorflow as tf
 
 from ..checks import Report, check_step, explain
@@ -138,7 +137,7 @@ def train_k_until_end(fn):
         made = fn(_step(model, optimizer))
     except NotImplementedError:
         problems = ["make_train_k: not written yet (it raised NotImplementedError)."]
-    except Exception as e:  # noqa: BLE001 - the learner's error is the message
+    except Exception as e:  # the learner's error is the message
         problems = [f"make_train_k(step) raised {explain(e)}"]
     if problems:
         return Report(name="make_train_k", problems=problems, cases=0)

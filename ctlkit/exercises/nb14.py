@@ -12,9 +12,18 @@ from __future__ import annotations
 import tensorflow as tf
 
 from ..checks import Report
-from ..explain import call
-from ._sinusoids import (changed, compare_lists, matches, max_abs, mse, random_params,
-                         sinusoid_task, structure_problems)
+from ..checks.errors import call
+from ._sinusoids import (
+    changed,
+    compare_lists,
+    matches,
+    max_abs,
+    mse,
+    random_params,
+    sinusoid_task,
+    structure_problems,
+)
+
 
 def _diagnose(got, candidates):
     """The hint of the first known mistake that the result matches, or ''. ``candidates``:
@@ -23,7 +32,7 @@ def _diagnose(got, candidates):
         try:
             if matches(got, make()):
                 return " " + hint
-        except Exception:  # noqa: BLE001 - a candidate that cannot be compared is no match
+        except Exception:  # a candidate that cannot be compared is no match
             continue
     return ""
 
@@ -225,6 +234,7 @@ def meta_gradient(fn):
 def _alphas(seed, variables=False, low=0.005, high=0.04):
     """Meta-SGD's learning rates: one per weight entry, shaped like params, between low and high."""
     import numpy as np
+
     from ._sinusoids import SHAPES
     rng = np.random.default_rng(seed)
     out = [tf.constant(rng.uniform(low, high, shape), tf.float32) for shape in SHAPES]
@@ -332,7 +342,7 @@ def meta_sgd_gradient(fn):
         for settings, words in variants:
             try:
                 vp, va = _reference_meta_sgd(ref, ref_rates, tasks, **settings)
-            except Exception:  # noqa: BLE001 - a variant that cannot run is no match
+            except Exception:  # a variant that cannot run is no match
                 continue
             if matches(got_p, vp) and matches(got_a, va):
                 hint = " " + words

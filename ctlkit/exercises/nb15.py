@@ -161,7 +161,7 @@ def _name_slip(fn_loss, net, tgt, batch, gamma):
     for settings, hint in _DQN_SLIPS:
         try:
             value = _variant_loss(net, tgt, batch, gamma, **settings)
-        except Exception:  # noqa: BLE001 - a variant that cannot run is no match
+        except Exception:  # a variant that cannot run is no match
             continue
         if np.allclose(np.asarray(fn_loss, np.float64), float(value), rtol=1e-5, atol=1e-6):
             return " " + hint
@@ -213,7 +213,7 @@ def _try(fn, args, label):
         if not str(e).strip():           # the exercise cell's own bare `raise NotImplementedError`
             return None, f"{label}: not written yet (it raised NotImplementedError)."
         return None, f"{label}: raised {explain(e)}"
-    except Exception as e:  # noqa: BLE001 - the learner's error is the message
+    except Exception as e:  # the learner's error is the message
         return None, f"{label}: raised {explain(e)}"
 
 

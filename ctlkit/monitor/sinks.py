@@ -2,7 +2,7 @@
 
 A sink is any object with ``send(monitor)`` (show the run now: the monitor calls it at each
 redraw) and ``close(monitor)`` (show the final state), and optionally ``start(monitor)`` (once,
-before the first step) and a ``plotter`` (a ``ctlkit.plotter.Plotter``: the monitor reads its
+before the first step) and a ``plotter`` (a ``ctlkit.monitor.plotter.Plotter``: the monitor reads its
 counters). Each sink reads what it needs from the monitor (``history``, ``status_line()``,
 ``picture``) and draws it itself, as livelossplot's outputs do.
 
@@ -26,9 +26,8 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 
-from . import validate
+from .. import validate
 from .plotter import Plotter, render_png
 
 
@@ -91,7 +90,7 @@ class TextSink(NullSink):
         self.tty, self._last = tty, -1e9
 
     def send(self, monitor):
-        now = time.monotonic()
+        now = monitor.clock()
         if now - self._last >= self.every:
             self._last = now
             end = "\r" if self.tty else "\n"
@@ -126,7 +125,7 @@ class WidgetSink(NullSink):
         from IPython.display import display
 
         # Full draws (new axis limits) follow the monitor's throttle rule on their own clock.
-        self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget)
+        self.plotter = Plotter(monitor.title, draw_budget=monitor.draw_budget, clock=monitor.clock)
         Plotter.warm_up()                # matplotlib's fonts: one-off, counted as start-up
         self.label.value = self._html(monitor)
         # Publish the widget's view ourselves: ipywidgets 7 displays a widget through
@@ -146,7 +145,7 @@ class WidgetSink(NullSink):
     def send(self, monitor):
         png = (self.plotter.render(monitor.history, monitor.total_steps)
                if monitor.history.keys() else None)
-        now = time.perf_counter()
+        now = monitor.clock()
         if now - self._sent_at < 1.0 / self.max_fps:
             return                               # drawn, not sent: the next frame replaces it
         self._sent_at, self.frames = now, self.frames + 1

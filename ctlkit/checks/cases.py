@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from .grads import is_variable
+from ..grads import is_variable
 
 
 def labelled_cases(cases):

@@ -68,7 +68,7 @@ def _kind(t) -> str:
 def read_variables(scalars: dict) -> dict:
     """``scalars`` with each variable (a type ``admit`` has seen) replaced by its value now, a
     tensor: log()'s fast path for ``learning_rate=optimizer.learning_rate``, one read a step."""
-    import tensorflow as tf                      # a variable exists, so TF is loaded
+    import tensorflow as tf  # a variable exists, so TF is loaded
 
     return {k: tf.convert_to_tensor(v) if type(v) in VARIABLE_TYPES else v
             for k, v in scalars.items()}
@@ -85,7 +85,7 @@ def admit(key, v, now: bool):
         raise TypeError(f"{key} must be a number or a scalar tensor, got {type(v).__name__} "
                         f"{v!r:.60}; log one scalar per key (a mean, a norm, float(...))")
     if kind == "variable":
-        import tensorflow as tf                  # a variable exists, so TF is loaded
+        import tensorflow as tf  # a variable exists, so TF is loaded
 
         v = tf.convert_to_tensor(v)              # its value now, not at the next redraw
         if not hasattr(v, "numpy"):
@@ -104,7 +104,7 @@ def _to_float(v, key="value") -> float:
         return float(v)
     try:
         a = np.asarray(v)
-    except Exception as e:  # noqa: BLE001 (whatever the object raised, say which key it was)
+    except Exception as e:
         raise TypeError(f"{key} could not be read as a number: {e}") from e
     if a.dtype == object and a.ndim == 0 and hasattr(v, "__float__"):  # Decimal, Fraction
         return float(v)
@@ -128,13 +128,13 @@ def _to_floats(values, key, steps):
                           for v in values], dtype=np.float64)
         if a.shape == (len(values),):
             return a, (), None
-    except Exception:  # noqa: BLE001 (the slow path finds and names the value)
+    except Exception:
         pass
     floats, unread, problem = [], [], None    # slow path: one by one, to name the culprit
     for i, (v, step) in enumerate(zip(values, steps)):
         try:
             floats.append(math.nan if v is None else _to_float(v, key))
-        except Exception as e:  # noqa: BLE001 (a failed device op too: keep the other steps)
+        except Exception as e:
             floats.append(math.nan)
             unread.append(i)
             problem = problem or f"{e} (at step {step})"

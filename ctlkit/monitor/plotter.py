@@ -32,8 +32,9 @@ class Plotter:
     _warm = False
 
     def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400,
-                 draw_budget: float | None = None):
+                 draw_budget: float | None = None, clock=None):
         self.title, self.dpi, self.max_points = title, dpi, max_points
+        self.clock = time.perf_counter if clock is None else clock   # the monitor's, from a sink
         self.draw_budget = draw_budget   # None: new limits at once; else see render()
         self._last_full = self._full_wait = 0.0   # when the last full draw ended; the wait after it
         self.fig, self.layout, self.axes, self.lines = None, None, {}, {}
@@ -68,7 +69,7 @@ class Plotter:
         if self.title:
             self.fig.suptitle(f"{self.title} (x: training step)", fontsize=10)
         self.axes, self.lines, self.limits = {}, {}, {}
-        for i, (name, series) in enumerate(panels):
+        for i, (name, _) in enumerate(panels):
             ax = self.fig.add_subplot(nrows, ncols, i + 1)
             ax.set_title(name, fontsize=9)
             ax.tick_params(labelsize=7)
@@ -147,7 +148,7 @@ class Plotter:
         ``draw_budget``, and with one only when the last full draw's cost / ``draw_budget`` has
         passed since it (the monitor's throttle rule on its own clock; the curves are clipped
         at the edge meanwhile). ``relayout=True`` / ``False`` allows / refuses it now."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         if relayout is None:
             relayout = self.draw_budget is None or t0 - self._last_full >= self._full_wait
         # a group of many curves comes as the top few and one band (History.panels); which
@@ -204,14 +205,14 @@ class Plotter:
             self.full_draws += 1
             if changed and self.layout is not None:
                 self.layout_changes += 1
-        t1 = time.perf_counter()
+        t1 = self.clock()
         canvas.restore_region(self._bg)
         for band in (True, False):                   # bands under the lines
             for (name, _), artist in self.lines.items():
                 if self._is_band(artist) == band:
                     self.axes[name].draw_artist(artist)
         png = _encode_png(canvas.buffer_rgba())
-        now = time.perf_counter()
+        now = self.clock()
         self.last_seconds, self.last_blit_seconds = now - t0, now - t1
         if stale and self.draw_budget:
             self._last_full, self._full_wait = now, (now - t0) / self.draw_budget

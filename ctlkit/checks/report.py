@@ -47,7 +47,7 @@ class Report:
 
     __repr__ = __str__
 
-    def assert_ok(self) -> "Report":
+    def assert_ok(self) -> Report:
         if not self.ok:
             raise AssertionError(str(self))
         return self

@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from .cases import checker_name, labelled_cases, own_copy
-from .compare import Report, _simple, compare, factor, factor_words, tolerance
-from .explain import call, call_creating
-
+from .errors import call, call_creating
+from .report import Report, _simple, compare, factor, factor_words, tolerance
 
 _EXCUSED = ("; not counting the second trace of the first call, which created variables, such as "
             "the optimizer's slots: TF traces such a call twice")

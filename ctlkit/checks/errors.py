@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-
 _HINTS = (  # (words in the error, what to do): the first match is added to the message
     (("as a Python `bool`", "OperatorNotAllowedInGraph"),
      "a Python `if`, `and`, `or` or `while` on a tensor cannot run in this graph: use tf.where "
@@ -75,7 +74,7 @@ def call(fn, args, label):
         if _bare(e):                     # the exercise's own `raise NotImplementedError`
             return None, f"{label}: not written yet (it raised NotImplementedError)."
         return None, f"{label}: raised {explain(e)}"   # e.g. NumPy given a symbolic tensor
-    except Exception as e:  # noqa: BLE001 - the learner's error is the message
+    except Exception as e:  # the learner's error is the message
         return None, f"{label}: raised {explain(e)}"
 
 

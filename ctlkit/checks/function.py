@@ -8,13 +8,7 @@ Each problem is one sentence a learner can act on: the function is not written y
 raised, returned the wrong structure, shape, dtype or values, is not differentiable
 where the reference is, or retraces on every call.
 
-This module checks functions (``check_function``, ``check_traces``) and is the front door
-to the other checker rooms, whose public names it re-exports:
-
-* ``ctlkit.compare``: ``Report`` and ``compare`` (how two values differ, in sentences);
-* ``ctlkit.explain``: ``explain`` (an error in a sentence) and ``call``;
-* ``ctlkit.cases``: the cases tried and each call's own copy of their arguments;
-* ``ctlkit.stepcheck``: ``check_step`` (a training step against the reference's).
+This module checks functions; ``ctlkit.checks`` (the package) lists the other rooms.
 """
 from __future__ import annotations
 
@@ -23,13 +17,12 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from ..grads import is_variable
 from .cases import checker_name, labelled_cases, own_copy
-from .compare import ContextError, Report, compare, real_number, tolerance
-from .explain import call, call_creating, explain
-from .grads import is_variable
-from .stepcheck import check_step
+from .errors import call, call_creating
+from .report import Report, compare, real_number, tolerance
 
-__all__ = ["ContextError", "Report", "check_function", "check_step", "check_traces", "compare", "explain"]
+__all__ = ["check_function", "check_traces", "float32_slack"]
 
 
 # -- gradients ------------------------------------------------------------------------------------
@@ -91,7 +84,7 @@ def float32_slack(reference, args, want, gradients=None):
             return {i: _gap(g, exact.get(i)) for i, g in gradients.items()}
         exact = reference(*wide)
         return tf.nest.map_structure(_gap, want, exact, check_types=False)
-    except Exception:  # noqa: BLE001 - a reference that needs float32: no allowance
+    except Exception:  # a reference that needs float32: no allowance
         return None
 
 
@@ -99,7 +92,7 @@ def _gradient_problems(fn, reference, args, label, rtol, atol) -> list:
     g_want = _gradients(reference, own_copy(args))
     try:
         g_got = _gradients(fn, own_copy(args))
-    except Exception as e:  # noqa: BLE001 - e.g. NumPy-only code given tensors
+    except Exception as e:  # e.g. NumPy-only code given tensors
         return [f"{label}: raised {type(e).__name__} when called with tensors "
                 f"under a GradientTape: {e}".strip()[:400]]
     problems = []

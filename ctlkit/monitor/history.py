@@ -11,7 +11,6 @@ import numpy as np
 
 from .envelope import Envelope
 
-
 TOP = 8     # curves drawn of a group; more are folded into one band (History.panels)
 
 

@@ -15,13 +15,16 @@ would run once, while tracing, so it raises there: call it from the Python loop.
 
 Throttle: redraw when ``now - last >= max(every, last_cost / draw_budget)``, ``last_cost`` being
 what the previous redraw cost. At a redraw the sink (``sinks.py``) draws the picture with its own
-plotter, where a full draw (new axis limits, several blits' cost) follows the same rule on its
-own clock. Start-up (the widget, matplotlib's fonts) and the full draws for a new panel or curve
+plotter, where a full draw (new axis limits, several blits' cost) follows the same rule, timed
+apart. Start-up (the widget, matplotlib's fonts) and the full draws for a new panel or curve
 are one-off (``startup_seconds``): they do not stretch the wait, since that would leave the live
 plot blank for a while, but they are counted. ``overhead()`` says what it all cost: every second
 spent in the monitor's calls, start-up, first draw and close() included, over the loop's time.
-A picture holds a bounded number of curves (``History.panels``: eight per group and one band for
-the rest), so no draw grows with the number of layers logged.
+Every time is read from ``clock`` (``time.perf_counter`` unless given), by the monitor, its sink
+and the sink's plotter alike: a test passes a clock it moves by hand, so the throttle can be
+checked step by step, with no real waiting. A picture holds a bounded number of curves
+(``History.panels``: eight per group and one band for the rest), so no draw grows with the number
+of layers logged.
 
 A NaN or Inf in the loss, a gradient norm or an end-of-epoch value is reported with its step;
 ``stop_on_nonfinite=True`` also ends the run there (one device sync per step). An interrupt ends
@@ -32,12 +35,12 @@ from __future__ import annotations
 import math
 import time
 
-from . import validate
+from .. import validate
+from .buffer import Buffer
 from .history import History
 from .plotter import image_png
 from .sigint import SigintNote
 from .sinks import make_sink, status_line
-from .buffer import Buffer
 from .values import NonFiniteError, epoch_values, step_number
 
 __all__ = ["Monitor", "NonFiniteError", "History"]
@@ -50,7 +53,7 @@ class Monitor:
 
     def __init__(self, total_steps: int | None = None, *, title: str = "training",
                  every: float = 0.5, sink="auto", stop_on_nonfinite: bool = False,
-                 draw_budget: float = 0.02):
+                 draw_budget: float = 0.02, clock=None):
         if total_steps is not None:
             total_steps = validate.positive_int("total_steps", total_steps,
                                                 example="epochs * steps_per_epoch")
@@ -61,6 +64,10 @@ class Monitor:
         self.draw_budget = validate.number("draw_budget", draw_budget, low=0, high=1,
                                            low_open=True, high_open=True, example=0.02)
         self.stop_on_nonfinite = validate.flag("stop_on_nonfinite", stop_on_nonfinite)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds (like time.perf_counter, "
+                            f"the default), got {type(clock).__name__} {clock!r:.40}")
+        self.clock = time.perf_counter if clock is None else clock   # the sinks read it too
         self.sink = make_sink(sink)
         self.history = History()
         self.step = self.redraws = 0
@@ -82,7 +89,7 @@ class Monitor:
             self._sigint.pending = False
             raise KeyboardInterrupt("interrupted (the first KeyboardInterrupt was swallowed in a "
                                     "finalizer or callback; ctlkit.Monitor raises it again)")
-        t0 = time.perf_counter()
+        t0 = self.clock()
         step = (self.step + 1 if step is None
                 else step_number(step, self._buffer.last_step(self.history)))
         self._buffer.add(step, loss, grad_norm, layer_norms, scalars, self.history.epoch_keys())
@@ -90,7 +97,7 @@ class Monitor:
         if self.stop_on_nonfinite:   # check every step: costs one device sync per step
             self._convert()
             self._raise_if_nonfinite()
-        self._spent += time.perf_counter() - t0
+        self._spent += self.clock() - t0
         if t0 - self._last_flush >= self._wait:
             self._redraw()
 
@@ -98,7 +105,7 @@ class Monitor:
         """Record end-of-epoch scalars (validation loss/accuracy...), drawn as points. A NaN
         or Inf among them is reported like one in the loss."""
         self._begin("log_epoch")
-        t0 = time.perf_counter()
+        t0 = self.clock()
         floats = epoch_values(scalars, self._buffer.known)
         try:
             self._convert()      # the steps before this epoch first, and their NaN watch
@@ -107,7 +114,7 @@ class Monitor:
             bad = next(((k, v) for k, v in floats.items() if not math.isfinite(v)), None)
             if bad and self.nonfinite is None:
                 self._report_nonfinite(bad[0], self.step, bad[1])
-        self._spent += time.perf_counter() - t0
+        self._spent += self.clock() - t0
         self._raise_if_nonfinite()
         if t0 - self._last_flush >= self._wait:  # otherwise drawn with the next redraw
             self._redraw()
@@ -124,7 +131,7 @@ class Monitor:
         if not callable(image):
             image_png(image)                     # a wrong shape or dtype fails here, not later
         self._image = image
-        if time.perf_counter() - self._last_flush >= self._wait:
+        if self.clock() - self._last_flush >= self._wait:
             self._redraw()
 
     def _picture(self):
@@ -140,14 +147,14 @@ class Monitor:
         return getattr(self.sink, "plotter", None)
 
     def _redraw(self):
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self._convert()
         self._picture()
-        p, d0 = self.plotter, time.perf_counter()
+        p, d0 = self.plotter, self.clock()
         layouts = p.layout_changes if p is not None else 0
         self.sink.send(self)                     # the sink draws and shows
         self.redraws += 1
-        self._last_flush = time.perf_counter()
+        self._last_flush = self.clock()
         # a new panel or line (a layout change) is one-off, like start-up: counted in the
         # overhead, not in the wait (bounded: a picture holds a bounded number of curves)
         one_off = self._last_flush - d0 if p is not None and p.layout_changes != layouts else 0.0
@@ -164,7 +171,7 @@ class Monitor:
             return
         if self._started is None:
             self._start()
-        self._closed, t0 = True, time.perf_counter()
+        self._closed, t0 = True, self.clock()
         try:
             self._convert()      # may raise for a value it cannot read, after keeping the rest
             self._picture()
@@ -172,7 +179,7 @@ class Monitor:
             try:
                 self.sink.close(self)            # the final picture, drawn by the sink
             finally:                             # the loop's thread waited for it too
-                self._ended = time.perf_counter()
+                self._ended = self.clock()
                 self.close_seconds = self._ended - t0
                 self._spent += self.close_seconds
 
@@ -215,16 +222,17 @@ class Monitor:
     def elapsed(self) -> float:
         """Seconds from the monitor's first call (its start-up included) to now, or to the end
         of close()."""
-        end = self._ended or time.perf_counter()
+        end = self._ended or self.clock()
         return 0.0 if self._started is None else end - self._started
 
     def overhead(self) -> float:
         """Share of the loop's wall time (``elapsed()``) spent in the monitor: start-up, every
         log/log_epoch/show/flush, every redraw (the first and those for a new panel included)
         and close(). ``spent_seconds`` is that time in seconds; ``startup_seconds`` and
-        ``close_seconds`` are its one-off parts. The throttle keeps the redraws after the first within ``draw_budget``, all but
-        the last (no wait follows it); log() adds its own cost, about 1-2 us a value (some tens
-        of us to read a variable); the one-offs are a fixed cost, a large share of a short run."""
+        ``close_seconds`` are its one-off parts. The throttle keeps the redraws after the first
+        within ``draw_budget``, all but the last (no wait follows it); log() adds its own cost,
+        about 1-2 us a value (some tens of us to read a variable); the one-offs are a fixed
+        cost, a large share of a short run."""
         wall = self.elapsed()
         return self._spent / wall if wall > 0 else 0.0
 
@@ -246,11 +254,11 @@ class Monitor:
             self._start()
 
     def _start(self):
-        t0 = time.perf_counter()
+        t0 = self.clock()
         if hasattr(self.sink, "start"):
             self.sink.start(self)                # a widget, a plotter: one-off
         self._started = t0                       # the loop's time runs from here: start-up in it
-        self._last_flush = time.perf_counter()
+        self._last_flush = self.clock()
         self.startup_seconds = self._last_flush - t0
         self._spent += self.startup_seconds
 
