@@ -24,6 +24,20 @@ def plain_step(model, optimizer, loss_fn, *, compile: bool = True):
     notebook 03); ``compile=False`` returns the plain Python function, which runs eagerly or can be
     wrapped by the caller (e.g. ``tf.function(..., jit_compile=True)``).
     """
+    compile = _checked(model, optimizer, loss_fn, compile)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True)) + sum(model.losses)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return tf.function(step) if compile else step
+
+
+def _checked(model, optimizer, loss_fn, compile):
+    """plain_step's arguments checked, each wrong one named with the fix; ``compile`` as a bool."""
     if not callable(model) or not hasattr(model, "trainable_variables"):
         raise TypeError(f"model must be a Keras model (callable, with trainable_variables), got "
                         f"{type(model).__name__}; pass e.g. keras.Sequential([...])")
@@ -37,13 +51,4 @@ def plain_step(model, optimizer, loss_fn, *, compile: bool = True):
         raise TypeError(f"loss_fn must be a function loss_fn(y_true, y_pred) -> scalar, got "
                         f"{type(loss_fn).__name__}; pass e.g. "
                         f"keras.losses.SparseCategoricalCrossentropy(from_logits=True)")
-    compile = validate.flag("compile", compile)
-
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True)) + sum(model.losses)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    return tf.function(step) if compile else step
+    return validate.flag("compile", compile)

@@ -8,7 +8,7 @@ the history; nothing is lost on the way (see its docstring).
 """
 from __future__ import annotations
 
-from .values import PLAIN_TYPES, VARIABLE_TYPES, check_first, gather, read_variables
+from .values import check_first, gather, plain_types_seen, read_variables, variable_types_seen
 
 
 class Buffer:
@@ -26,11 +26,11 @@ class Buffer:
         if loss is None and grad_norm is None and not scalars and not layer_norms:
             raise ValueError("log() got no values; pass loss=..., grad_norm=..., "
                              "layer_norms={...} or any scalar by name (accuracy=...)")
-        plain, known = PLAIN_TYPES, self.known   # the fast path: types and keys seen before
-        if (scalars and VARIABLE_TYPES and known.issuperset(scalars)
+        plain, known = plain_types_seen, self.known   # the fast path: types and keys seen before
+        if (scalars and variable_types_seen and known.issuperset(scalars)
                 and not plain.issuperset(map(type, scalars.values()))):
             scalars = read_variables(scalars)    # a variable seen before: its value now
-        if (layer_norms and VARIABLE_TYPES and self.known_layers and isinstance(layer_norms, dict)
+        if (layer_norms and variable_types_seen and self.known_layers and isinstance(layer_norms, dict)
                 and not plain.issuperset(map(type, layer_norms.values()))):
             layer_norms = read_variables(layer_norms)   # the same for a layer's norm
         if not (type(loss) in plain and type(grad_norm) in plain

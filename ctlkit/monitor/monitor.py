@@ -70,15 +70,25 @@ class Monitor:
         self.clock = time.perf_counter if clock is None else clock   # the sinks read it too
         self.sink = make_sink(sink)
         self.history = History()
-        self.step = self.redraws = 0
-        self.nonfinite, self.interrupted, self.stopped_reason = None, False, None
-        self._buffer, self._started, self._ended, self._closed = Buffer(), None, None, False
-        self._in_with, self._sigint = False, SigintNote()
-        self._last_flush, self._wait = 0.0, self.every   # the last redraw's end; the wait after it
-        self._spent = self.redraw_seconds = 0.0   # in the monitor in all; the last redraw
+        self.step = 0                    # the last step logged
+        self.redraws = 0
+        self.nonfinite = None            # (key, step, value) of the first NaN/Inf seen
+        self.interrupted = False
+        self.stopped_reason = None
+        self._buffer = Buffer()          # what log() appended since the last redraw
+        self._started = None             # clock time of the first call (start-up included)
+        self._ended = None               # clock time when close() ended
+        self._closed = False
+        self._in_with = False
+        self._sigint = SigintNote()
+        self._last_flush = 0.0           # when the last redraw ended
+        self._wait = self.every          # the wait after it (the throttle)
+        self._spent = 0.0                # seconds in the monitor in all
+        self.redraw_seconds = 0.0        # what the last redraw cost
         self.startup_seconds = 0.0       # one-off: widget, matplotlib warm-up, layout (in _spent)
         self.close_seconds = 0.0         # close(): the final picture (in _spent too)
-        self._image = self.picture = None  # what show() was given; PNG bytes of the last shown
+        self._image = None               # what show() was given
+        self.picture = None              # PNG bytes of the last picture shown
 
     # -- the loop calls these ---------------------------------------------------------------
     def log(self, step: int | None = None, *, loss=None, grad_norm=None, layer_norms=None,

@@ -33,16 +33,24 @@ class Plotter:
 
     def __init__(self, title: str = "", dpi: int = 72, max_points: int = 400,
                  draw_budget: float | None = None, clock=None):
-        self.title, self.dpi, self.max_points = title, dpi, max_points
+        self.title = title
+        self.dpi = dpi
+        self.max_points = max_points     # points per curve drawn (longer runs are thinned)
         self.clock = time.perf_counter if clock is None else clock   # the monitor's, from a sink
         self.draw_budget = draw_budget   # None: new limits at once; else see render()
-        self._last_full = self._full_wait = 0.0   # when the last full draw ended; the wait after it
-        self.fig, self.layout, self.axes, self.lines = None, None, {}, {}
-        self.builds = self.full_draws = 0
+        self._last_full = 0.0            # when the last full draw ended
+        self._full_wait = 0.0            # the wait after it before the next may come
+        self.fig = None                  # the matplotlib Figure, built for the first panels
+        self.layout = None               # the panels' names, in order
+        self.axes = {}                   # panel -> Axes
+        self.lines = {}                  # (panel, label) -> the curve's artist
+        self.builds = 0                  # figures built (a new panel appeared)
+        self.full_draws = 0              # draws of axes, ticks and legends (not blits)
         self.layout_changes = 0          # full draws for a new panel or a new line (one-off)
         self.limits = {}                 # panel -> (x0, x1, y0, y1)
-        self.last_seconds = self.last_blit_seconds = None
-        self._bg = None
+        self.last_seconds = None         # what the last render cost
+        self.last_blit_seconds = None    # ... of which the blit and the PNG
+        self._bg = None                  # the cached background the blit restores
 
     @classmethod
     def warm_up(cls):

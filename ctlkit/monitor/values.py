@@ -28,10 +28,11 @@ class NonFiniteError(FloatingPointError):
 _TRACED = ("{key} is a symbolic tensor: monitor.log() was called inside a tf.function, where "
            "it runs once, while tracing, and never again. Return {key} from the step function "
            "and call monitor.log() on what it returns, outside it.")
+# Caches, not constants: each grows as _kind() meets a new type, so log()'s fast path is a set lookup.
 _KINDS = {}          # type -> "none", "number", "tensor", "array", "variable", "symbolic", "bad"
-PLAIN_TYPES = {type(None), float, int, bool}  # types that log() may buffer as they are
-_NUMBERS = {type(None), float, int, bool}  # ... of which NumPy converts a list in one call
-VARIABLE_TYPES = set()  # types that log() reads at once (a variable changes after the call)
+plain_types_seen = {type(None), float, int, bool}   # types log() may buffer as they are
+_NUMBERS = {type(None), float, int, bool}           # ... of which NumPy converts a list in one call
+variable_types_seen = set()   # types log() reads at once (a variable changes after the call)
 _BAD = (str, bytes, bytearray, complex, np.complexfloating, list, tuple, dict, set, frozenset)
 
 
@@ -57,11 +58,11 @@ def _kind(t) -> str:
             kind = "bad"
         _KINDS[t] = kind
         if kind in ("number", "tensor"):
-            PLAIN_TYPES.add(t)
+            plain_types_seen.add(t)
         if kind == "number":
             _NUMBERS.add(t)
         if kind == "variable":
-            VARIABLE_TYPES.add(t)
+            variable_types_seen.add(t)
     return kind
 
 
@@ -70,7 +71,7 @@ def read_variables(scalars: dict) -> dict:
     tensor: log()'s fast path for ``learning_rate=optimizer.learning_rate``, one read a step."""
     import tensorflow as tf  # a variable exists, so TF is loaded
 
-    return {k: tf.convert_to_tensor(v) if type(v) in VARIABLE_TYPES else v
+    return {k: tf.convert_to_tensor(v) if type(v) in variable_types_seen else v
             for k, v in scalars.items()}
 
 
