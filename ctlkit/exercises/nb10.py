@@ -206,24 +206,36 @@ def _distribute(strategy, x, y):
     return batch, " + ".join(map(str, sizes))
 
 
+def _strategy(strategy):
+    """The notebook's strategy, checked, or default_strategy() when it passed none."""
+    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
+        raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
+                           f"MirroredStrategy), got {type(strategy).__name__}")
+    return strategy if strategy is not None else default_strategy()
+
+
+def _unwritten(fn, strategy, *more):
+    """True when the learner's factory still raises NotImplementedError: said before any model or
+    data is built. Any other error is left for check_step, which calls it with the real model."""
+    try:
+        fn(strategy, None, None, 64, *more)
+    except NotImplementedError:
+        return True
+    except Exception:  # it needs the real model: check_step below will see
+        pass
+    return False
+
+
 def distributed_step(fn, strategy=None):
     """Run the learner's step and the reference beside each other under ``strategy`` (the
     notebook's, or default_strategy()), first on global batches of 64, then on 33 examples,
     which do not split evenly over 2 replicas."""
     name = "make_distributed_step"
-    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
-        raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
-                           f"MirroredStrategy), got {type(strategy).__name__}")
-    strategy = strategy if strategy is not None else default_strategy()
+    strategy = _strategy(strategy)
     replicas = strategy.num_replicas_in_sync
-    try:                      # an unwritten exercise is reported before models and data are built
-        fn(strategy, None, None, 64)
-    except NotImplementedError:
+    if _unwritten(fn, strategy):
         return Report(name=name, problems=[f"{name}: not written yet (it raised "
                                            f"NotImplementedError)."], cases=0)
-    except Exception:  # it needs the real model: check_step below will see
-        pass
-
     build = functools.partial(_build, strategy)
 
     runs = _runs(strategy, replicas)
@@ -276,19 +288,11 @@ def clipped_step(fn, strategy=None):
     whose all-reduced gradient is shorter than the clip and one whose gradient (and every replica's
     share of it) is longer."""
     name = "make_clipped_step"
-    if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
-        raise ContextError(f"strategy must be a tf.distribute.Strategy (the notebook's "
-                           f"MirroredStrategy), got {type(strategy).__name__}")
-    strategy = strategy if strategy is not None else default_strategy()
+    strategy = _strategy(strategy)
     replicas = strategy.num_replicas_in_sync
-    try:
-        fn(strategy, None, None, 64, CLIP)
-    except NotImplementedError:
+    if _unwritten(fn, strategy, CLIP):
         return Report(name=name, problems=[f"{name}: not written yet (it raised "
                                            f"NotImplementedError)."], cases=0)
-    except Exception:  # it needs the real model: check_step below will see
-        pass
-
     build = functools.partial(_build, strategy)
 
     def bind(factory):
