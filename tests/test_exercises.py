@@ -1,13 +1,17 @@
 """The exercise registry (ctlkit.exercises), the step checker and the error explanations
 (ctlkit.checks.check_step, explain, labelled cases)."""
+import json
 import re
+from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
 import ctlkit
 from ctlkit import checks, exercises
+from ctlkit.exercises import nb03, nb04, nb10, nb11
 
 
 def test_every_notebook_with_exercises_has_a_module_and_keys_are_well_formed():
@@ -170,8 +174,6 @@ def test_a_graph_execution_error_shows_its_own_message():
 
 
 # -- the notebooks use the registry, and nothing gives the answer away -----------------------------
-import json  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -231,9 +233,6 @@ def test_explain_drops_the_op_wrapper_name_of_an_eager_error():
 
 
 # -- a check runs in a known state and gives the notebook its own back ------------------------------
-import numpy as np  # noqa: E402
-
-from ctlkit.exercises import nb03, nb04, nb10, nb11  # noqa: E402
 
 
 def _standardize_rows(x):
