@@ -62,7 +62,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help lab test test-one has-python sweep bench normalize clean distclean
+.PHONY: help lab test test-one has-python sweep bench book normalize clean distclean
 
 help:
 	@echo "make lab                open JupyterLab on notebooks/ (installs into $(VENV_current) if needed)"
@@ -74,6 +74,8 @@ help:
 	@echo "                        prints every failing cell with the seeds that broke it"
 	@echo "make bench              run notebook 12 (the benchmark) headless, full mode (QUICK=1: quick);"
 	@echo "                        the executed copy and a .md with every number go to notebooks/runs/"
+	@echo "make book               the book: executed notebooks as a static site, English and Chinese,"
+	@echo "                        in build/book/ (runs only notebooks changed since their last full run)"
 	@echo "make normalize          strip outputs and metadata from notebooks/ in place"
 	@echo "make clean              remove caches, build leftovers and notebooks/runs (keeps the venvs)"
 	@echo "make distclean          clean, and remove the venvs too"
@@ -143,7 +145,24 @@ test-one: $(STAMP)
 	$(VPY) -m ruff check . && \
 	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(ONCE_$(ONE)) &&) \
 	$(if $(HOG),{ $(VPY) -c 'while True: pass' & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; } &&) \
-	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ -q -p no:cacheprovider
+	$(if $(filter full,$(MODE)),export CTLKIT_RECORD="$(abspath build/executed/$(ONE))" &&) \
+	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ --ignore=notebooks/zh -q -p no:cacheprovider
+
+# The book (tools/book.py): the notebooks as run in full mode on `current`, with their outputs, as a
+# static site in build/book/ (English) and build/book/zh/ (Chinese), then checked in a browser
+# (tests/book_check.py). A notebook whose executed copy in build/executed/current/ was made from its
+# current content (make test MODE=full writes them) is not run again; NO_EXECUTE=1 fails instead of
+# running any (CI: the book is made from the outputs its full-mode run proved).
+BOOK_STAMP := $(VENV_current)/.book-installed
+$(BOOK_STAMP): pyproject.toml | $(VENV_current)/.installed
+	$(VENV_current)/bin/python -m pip install -e ".[dev,lab,book]"
+	$(VENV_current)/bin/python -m pip check
+	touch $(BOOK_STAMP)
+
+book: $(BOOK_STAMP)
+	@test "$(ONE)" = current || { echo "make book runs on STACK=current (its outputs are current's)"; exit 1; }
+	$(VENV_current)/bin/python tools/book.py build $(if $(NO_EXECUTE),--no-execute)
+	PATH="$(abspath $(VENV_current))/bin:$$PATH" $(VENV_current)/bin/python -m pytest tests/book_check.py -q -p no:cacheprovider
 
 # The notebooks under each seed of SEEDS, in this stack's venv (STACK=all: current).
 sweep: $(STAMP)

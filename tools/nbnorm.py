@@ -9,15 +9,17 @@ What a normalised notebook looks like (CONTRIBUTING.md has the whole notebook sk
 - code cells carry no outputs and no execution_count, except cells whose source contains
   ``# NBVAL_CHECK_OUTPUT``: nbval compares their output, so the output and the execution_count
   stay (nbval rejects stored outputs without a count);
-- cell metadata keeps only ``tags``, ``jupyter`` (source_hidden / outputs_hidden) and ``cellView``
-  (Colab's collapsed forms); everything else (Colab ids, execution timings, ...) goes;
+- cell metadata keeps only ``tags``, ``jupyter`` (source_hidden / outputs_hidden), ``cellView``
+  (Colab's collapsed forms) and ``ctlkit`` (a Chinese cell's record of the English text it
+  translates, tools/zh.py); everything else (Colab ids, execution timings, ...) goes;
 - notebook metadata is just the Python 3 ``kernelspec`` and ``language_info: {name: python}``;
 - nbformat 4.5 with stable cell ids: a valid, unique id is kept, any other cell gets a
   deterministic one derived from its index and source;
 - JSON as Jupyter itself writes it (indent 1, sorted keys, non-ASCII kept, sources as lists of
   lines, trailing newline), so saving from JupyterLab and normalising agree;
 - the kit's repository stamped where a notebook names it: the Colab badge points at
-  ``github/<repo>/blob/main/notebooks/<this file>`` and the Setup cell installs
+  ``github/<repo>/blob/main/notebooks/<this file>`` (``notebooks/zh/...`` for the Chinese edition)
+  and the Setup cell installs
   ``ctlkit @ git+https://github.com/<repo>``, where ``<repo>`` comes from the one setting
   ``[project.urls] Repository`` in pyproject.toml. A fork edits that line and runs make normalize.
 
@@ -43,7 +45,7 @@ import tempfile
 from pathlib import Path
 
 CHECK_OUTPUT_MARKER = "# NBVAL_CHECK_OUTPUT"
-KEPT_CELL_METADATA = ("tags", "jupyter", "cellView")
+KEPT_CELL_METADATA = ("tags", "jupyter", "cellView", "ctlkit")
 KEPT_JUPYTER_METADATA = ("source_hidden", "outputs_hidden")
 NOTEBOOK_METADATA = {
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
@@ -68,12 +70,12 @@ def kit_repository(pyproject: Path = PYPROJECT) -> str:
     return m.group(1)
 
 
-def stamp(source: str, cell_type: str, repo: str, name: str) -> str:
+def stamp(source: str, cell_type: str, repo: str, name: str, folder: str = "notebooks") -> str:
     """``source`` with the Colab badge (markdown) and the kit's install URL (any cell) pointing at
-    ``repo`` and, for the badge, at the notebook's own file ``name``."""
+    ``repo`` and, for the badge, at the notebook's own file ``folder/name``."""
     if cell_type == "markdown":
         source = BADGE_RE.sub(
-            f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/{name}", source)
+            f"https://colab.research.google.com/github/{repo}/blob/main/{folder}/{name}", source)
     return INSTALL_RE.sub(f"ctlkit @ git+https://github.com/{repo}", source)
 
 
@@ -126,9 +128,11 @@ def _new_id(index: int, source: str, taken: set[str]) -> str:
         salt += 1
 
 
-def normalize(nb: dict, repo: str | None = None, name: str | None = None) -> dict:
+def normalize(nb: dict, repo: str | None = None, name: str | None = None,
+              folder: str = "notebooks") -> dict:
     """Return the normalised form of a notebook given as parsed JSON (the input is not modified).
-    With ``repo`` and ``name`` (the notebook's file name), also stamp badge and install URL."""
+    With ``repo`` and ``name`` (the notebook's file name, in the repository folder ``folder``), also
+    stamp badge and install URL."""
     if nb.get("nbformat") != 4:
         raise ValueError(f"only nbformat 4 notebooks are supported (found {nb.get('nbformat')!r})")
     raw_cells = nb.get("cells", [])
@@ -148,7 +152,7 @@ def normalize(nb: dict, repo: str | None = None, name: str | None = None) -> dic
     for index, (cell, cell_id) in enumerate(zip(raw_cells, ids)):
         source = _text(cell.get("source"))
         if repo is not None and name is not None:
-            source = stamp(source, cell.get("cell_type", "code"), repo, name)
+            source = stamp(source, cell.get("cell_type", "code"), repo, name, folder)
         if cell_id is None:
             cell_id = _new_id(index, source, taken)
             taken.add(cell_id)
@@ -225,6 +229,16 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def repo_folder(path: Path) -> str:
+    """The folder of a notebook as the repository names it, for its badge: ``notebooks`` or
+    ``notebooks/zh`` (everything from the last ``notebooks`` part of the path on)."""
+    parts = path.resolve().parent.parts
+    if "notebooks" not in parts:
+        return "notebooks"
+    last = len(parts) - 1 - parts[::-1].index("notebooks")
+    return "/".join(parts[last:])
+
+
 def find_notebooks(paths) -> list[Path]:
     found = []
     for path in map(Path, paths):
@@ -264,7 +278,7 @@ def main(argv=None) -> int:
         try:
             old = path.read_bytes()
             # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            new = encode(normalize(json.loads(old.decode("utf-8")), repo, path.name))
+            new = encode(normalize(json.loads(old.decode("utf-8")), repo, path.name, repo_folder(path)))
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             broken.append(f"cannot normalise {path} (left as it was): {exc}")
             continue
