@@ -6,6 +6,7 @@ import copy
 import importlib.util
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -129,7 +130,10 @@ def test_the_landing_page_maps_every_notebook(lang):
     assert ('href="zh/index.html"' if lang == "en" else 'href="../index.html"') in text
 
 
-def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path):
+def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTLKIT_STACK", "current")       # what make test MODE=full sets on current
+    monkeypatch.setenv("CTLKIT_QUICK", "0")
+    monkeypatch.delenv("CTLKIT_SEED", raising=False)
     name = "00_start_here.ipynb"
     notebook = tmp_path / name
     shutil.copy(ROOT / "notebooks" / name, notebook)
@@ -158,12 +162,14 @@ def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path):
             item.parent.get_kernel_message()
             item.parent.get_kernel_message()
         assert "get_kernel_message" not in vars(item.parent)      # the spy is removed
+    time.sleep(1.1)                       # the session goes on after the notebook's last cell
     written = recorder.finish()
     assert written == [tmp_path / "out" / name]
     nb = json.loads(written[0].read_text())
-    key = book.run_key(ran, "current", book._mode(), book._seed())
+    key = book.run_key(ran, "current", "full", 0)
     assert nb["metadata"]["ctlkit_run"]["key"] == key            # the key of what ran, not of the edit
     assert "Edited while running" not in json.dumps(nb)
+    assert nb["metadata"]["ctlkit_run"]["seconds"] == 0       # its cells' time, not the session's
     outputs = [c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"]
     assert outputs[-1][0]["text"] == f"out {code_cells - 1}\n"
 

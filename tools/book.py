@@ -171,7 +171,8 @@ class Recorder:
         self.folder, self.rootdir = Path(folder), Path(rootdir)
         self.cells: dict[Path, dict[int, tuple[list, int | None]]] = {}
         self.failed: set[Path] = set()
-        self.started: dict[Path, float] = {}
+        self.started: dict[Path, float] = {}     # the notebook's first cell began
+        self.ended: dict[Path, float] = {}       # its latest cell ended
         self.sources: dict[Path, bytes] = {}
         self.kit = kit_digest()
 
@@ -209,6 +210,7 @@ class Recorder:
             cell_ids = [m["parent_header"].get("msg_id") for m in seen if m["msg_type"] == "execute_input"]
             mine = [m for m in seen if cell_ids and m["parent_header"].get("msg_id") == cell_ids[-1]]
             self.cells.setdefault(path, {})[item.cell_num] = outputs_from_messages(mine)
+            self.ended[path] = time.time()
 
     def report(self, report) -> None:
         if report.failed:
@@ -234,7 +236,7 @@ class Recorder:
                 "python": platform.python_version(), "tensorflow": _version("tensorflow"),
                 "keras": _version("keras"),
                 "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "seconds": round(time.time() - self.started.get(path, time.time())),
+                "seconds": round(self.ended[path] - self.started[path]),   # its cells, not the session
             }
             self.folder.mkdir(parents=True, exist_ok=True)
             target = self.folder / path.name
