@@ -170,6 +170,7 @@ def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path, mo
     assert nb["metadata"]["ctlkit_run"]["key"] == key            # the key of what ran, not of the edit
     assert "Edited while running" not in json.dumps(nb)
     assert nb["metadata"]["ctlkit_run"]["seconds"] == 0       # its cells' time, not the session's
+    assert nb["metadata"]["ctlkit_run"]["tensorflow"] == __import__("tensorflow").__version__
     outputs = [c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"]
     assert outputs[-1][0]["text"] == f"out {code_cells - 1}\n"
 

@@ -44,6 +44,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import nbnorm  # noqa: E402  (tools/ is not a package)
+
 NOTEBOOKS = ROOT / "notebooks"
 ZH = NOTEBOOKS / "zh"
 EXECUTED = ROOT / "build" / "executed"
@@ -89,29 +92,6 @@ def _mode() -> str:
 
 def _seed() -> int:
     return int(os.environ.get("CTLKIT_SEED", "0") or 0)
-
-
-def machine() -> str:
-    """This machine in a line: OS, architecture, CPU model, cores and memory."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory = ""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
-        memory = f", {kib / 2**20:.0f} GiB RAM"
-    return f"{platform.system()} {platform.machine()}, {cpu} ({os.cpu_count()} cores{memory})"
-
-
-def _version(package: str) -> str:
-    from importlib import metadata
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 # ---------------------------------------------------------------- the recorder (used by conftest.py)
@@ -218,6 +198,10 @@ class Recorder:
 
     def finish(self) -> list[Path]:
         """Write every fully passed notebook; return the paths written."""
+        from ctlkit import bench  # the kit's own machine description (notebook 12's)
+        here = bench.machine()
+        machine = (f"{platform.system()} {platform.machine()}, {here['cpu']} ({here['cores']} cores), "
+                   f"{here['device']}")
         written = []
         for path, cells in self.cells.items():
             if path in self.failed:
@@ -232,17 +216,15 @@ class Recorder:
             stack = os.environ.get("CTLKIT_STACK", "current")
             nb["metadata"]["ctlkit_run"] = {
                 "key": run_key(source, stack, _mode(), _seed(), self.kit),
-                "stack": stack, "mode": _mode(), "seed": _seed(), "machine": machine(),
-                "python": platform.python_version(), "tensorflow": _version("tensorflow"),
-                "keras": _version("keras"),
+                "stack": stack, "mode": _mode(), "seed": _seed(), "machine": machine,
+                "python": here["python"], "tensorflow": here["tensorflow"], "keras": here["keras"],
                 "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "seconds": round(self.ended[path] - self.started[path]),   # its cells, not the session
             }
             self.folder.mkdir(parents=True, exist_ok=True)
             target = self.folder / path.name
-            tmp = target.with_suffix(".tmp")
-            tmp.write_text(json.dumps(nb, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, target)                 # an old copy stays whole until the new one is complete
+            # nbnorm's writer: an old copy stays whole until the new one is complete
+            nbnorm.write_atomic(target, (json.dumps(nb, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
             written.append(target)
         return written
 
