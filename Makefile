@@ -9,6 +9,7 @@
 #   SEED=N        the run seed (CTLKIT_SEED=N): every random choice in every notebook changes
 #   HOG=1         keep one core busy with a spinning process while the notebooks run
 #   WHAT=notebooks  only the notebooks (not the unit tests); default all
+#   JOBS=N        tests run N at a time (default 2, one per core of the CI machine); JOBS=1: one by one
 #   make sweep SEEDS="1 2 3 4 5" [MODE=full] [HOG=1]: notebooks under each seed, failures by seed
 
 PYTHON ?= python3
@@ -19,6 +20,7 @@ WHAT ?= all
 SEED ?=
 HOG ?=
 SEEDS ?= 1 2 3 4 5
+JOBS ?= 2
 ifeq ($(filter $(MODE),quick full),)
 $(error MODE must be quick or full; got '$(MODE)')
 endif
@@ -29,6 +31,9 @@ ifneq ($(SEED),)
 ifneq ($(shell echo '$(SEED)' | grep -Ex '[0-9]{1,7}'),$(SEED))
 $(error SEED must be a whole number from 0 to 1000000 (the run seed, CTLKIT_SEED); got '$(SEED)')
 endif
+endif
+ifneq ($(shell echo '$(JOBS)' | grep -Ex '[1-9][0-9]?'),$(JOBS))
+$(error JOBS must be a whole number from 1 to 99 (tests run that many at a time); got '$(JOBS)')
 endif
 IN_CI := $(filter true 1 yes,$(CI))
 
@@ -62,7 +67,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help lab test test-one has-python sweep bench book normalize clean distclean
+.PHONY: help lab venv test test-one has-python sweep bench book normalize clean distclean
 
 help:
 	@echo "make lab                open JupyterLab on notebooks/ (installs into $(VENV_current) if needed)"
@@ -99,6 +104,9 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) | $(VPY)
 	$(VPY) -m pip check
 	touch $(STAMP)
 
+# Only the install (.ci/run installs the three stacks at once, then tests them in turn).
+venv: $(STAMP)
+
 # Token auth stays on: open the URL with ?token=... that JupyterLab prints.
 # As root (containers), jupyter refuses to start without --allow-root.
 lab: $(STAMP)
@@ -134,19 +142,26 @@ ONCE_oldest := $(ONCE_colab)
 # need no TensorFlow run first: the notebooks normalised, `ruff check` ([tool.ruff] in pyproject.toml).
 # CTLKIT_QUICK=1 caps epochs, steps and data sizes inside ctlkit (docs in README, "Quick mode").
 # HOG=1 starts a process spinning on one core before the notebooks and kills it when the shell exits.
+# JOBS=2 (the default): pytest-xdist runs two tests at a time, each worker in its own process; the
+# notebooks go file by file (--dist loadfile), a notebook's cells in order in one kernel. So every
+# notebook runs on a busy machine, beside another notebook: its claims must hold under load (README,
+# "Any seed, full mode, a busy machine"). The controller runs no test; conftest.py gathers results.
 QUICK_FLAG := $(if $(filter full,$(MODE)),0,1)
+XDIST_UNIT := $(if $(filter-out 1,$(JOBS)),-n $(JOBS))
+XDIST_NB := $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 test-one: $(STAMP)
 	@echo "== stack $(ONE): $(VENV)$(if $(CONSTRAINTS), pinned by $(CONSTRAINTS))$(if $(ENV_$(ONE)), with \
-	$(ENV_$(ONE))) · $(MODE) mode · seed $(or $(SEED),0)$(if $(HOG), · CPU hog on one core)$(if \
+	$(ENV_$(ONE))) · $(MODE) mode · seed $(or $(SEED),0) · $(JOBS) at a time$(if $(HOG), · CPU hog on one core)$(if \
 	$(filter notebooks,$(WHAT)), · notebooks only)"
 	export CTLKIT_QUICK=$(QUICK_FLAG) MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 CTLKIT_STACK=$(ONE) $(ENV_$(ONE)) \
 	       $(if $(SEED),CTLKIT_SEED=$(SEED)) PATH="$(abspath $(VENV))/bin:$$PATH" && \
 	$(VPY) tools/nbnorm.py --check notebooks && \
 	$(VPY) -m ruff check . && \
-	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(ONCE_$(ONE)) &&) \
+	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(XDIST_UNIT) $(ONCE_$(ONE)) &&) \
 	$(if $(HOG),{ $(VPY) -c 'while True: pass' & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; } &&) \
 	$(if $(filter full,$(MODE)),export CTLKIT_RECORD="$(abspath build/executed/$(ONE))" &&) \
-	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ --ignore=notebooks/zh -q -p no:cacheprovider
+	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ --ignore=notebooks/zh -q -p no:cacheprovider \
+	    $(XDIST_NB)
 
 # The book (tools/book.py): the notebooks as run in full mode on `current`, with their outputs, as a
 # static site in build/book/ (English) and build/book/zh/ (Chinese), then checked in a browser

@@ -2,7 +2,8 @@
 
 `make test` on a machine with only python3: every stack whose Python it finds runs, each other stack
 is named with the one line that gets its Python, and the run passes; under CI (CI=true) a stack that
-cannot run fails the run. MODE, SEED, HOG and WHAT reach the notebooks' environment as documented.
+cannot run fails the run. MODE, SEED, HOG and WHAT reach the notebooks' environment as documented;
+JOBS sets how many test files (notebooks) run at a time.
 """
 import os
 import pathlib
@@ -73,6 +74,17 @@ def test_mode_seed_and_what_reach_the_notebooks(copy):
     assert any(ln.startswith("ran: -m ruff check .") for ln in ran)     # the linter, every run
 
 
+def test_jobs_runs_tests_and_notebooks_that_many_at_a_time_file_by_file(copy):
+    r = make(copy, "test", "STACK=current")
+    ran = [ln for ln in r.stdout.splitlines() if ln.startswith("ran: -m pytest")]
+    assert len(ran) == 2 and all(" -n 2" in ln for ln in ran), ran            # the default
+    assert "--dist loadfile" in ran[1] and "--nbval" in ran[1]       # a notebook stays in one worker
+    assert "2 at a time" in r.stdout
+    r = make(copy, "test", "STACK=current", "JOBS=1")
+    ran = [ln for ln in r.stdout.splitlines() if ln.startswith("ran: -m pytest")]
+    assert len(ran) == 2 and not any(" -n " in ln for ln in ran), ran
+
+
 # The hog runs in the background. This stand-in's notebook run waits (up to 30 s) for the hog's echo,
 # so that on a loaded machine the shell cannot end, and kill the hog, before the hog printed its line.
 HOG_STAND_IN = """#!/bin/sh
@@ -95,6 +107,8 @@ def test_hog_spins_a_process_while_the_notebooks_run(copy):
     (["SEED=-1"], "SEED must be a whole number"),
     (["WHAT=units"], "WHAT must be all or notebooks"),
     (["STACK=nope"], "STACK must be one of: all current colab oldest"),
+    (["JOBS=0"], "JOBS must be a whole number from 1 to 99"),
+    (["JOBS=two"], "JOBS must be a whole number from 1 to 99"),
 ])
 def test_bad_knobs_stop_make_with_the_fix(copy, args, message):
     r = make(copy, "test", *args)

@@ -257,6 +257,8 @@ def execute(notebooks: list[Path], stack: str = "current") -> None:
     env.pop("CTLKIT_SEED", None)
     command = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q",
                "-p", "no:cacheprovider", *map(str, notebooks)]
+    if len(notebooks) > 1:                        # two at a time, as make test runs them (JOBS)
+        command += ["-n", "2", "--dist", "loadfile"]
     print(f"book: executing {len(notebooks)} notebook(s) in full mode: {' '.join(n.stem for n in notebooks)}")
     if subprocess.run(command, cwd=ROOT, env=env).returncode != 0:
         raise SystemExit("book: a notebook failed, so the book was not built (the failing cell is above)")
