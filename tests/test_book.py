@@ -103,6 +103,10 @@ def test_a_page_has_the_english_outputs_the_header_and_the_links(lang):
     assert f'href="{colab}"' in header
     assert (f'href="zh/{name}.html"' if lang == "en" else f'href="../{name}.html"') in header
     assert ("full mode, seed 0" if lang == "en" else "完整模式") in header and "a test" in header
+    assert "at a time" not in header and "同时运行" not in header     # a copy that did not say
+    executed["metadata"]["ctlkit_run"]["at_a_time"] = 2
+    header = book.page(source, executed, lang, name)["cells"][1]["source"]
+    assert ("in 9 s (2 notebooks at a time" if lang == "en" else "用时 9 秒（同时运行 2 个笔记本") in header
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert [c["outputs"][0]["text"] for c in code] == [f"cell {n}\n" for n in range(len(code))]
 
@@ -134,6 +138,7 @@ def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path, mo
     monkeypatch.setenv("CTLKIT_STACK", "current")       # what make test MODE=full sets on current
     monkeypatch.setenv("CTLKIT_QUICK", "0")
     monkeypatch.delenv("CTLKIT_SEED", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")   # as an xdist worker of `-n 3` sees it
     name = "00_start_here.ipynb"
     notebook = tmp_path / name
     shutil.copy(ROOT / "notebooks" / name, notebook)
@@ -170,6 +175,7 @@ def test_the_recorder_writes_only_a_notebook_whose_cells_all_passed(tmp_path, mo
     assert nb["metadata"]["ctlkit_run"]["key"] == key            # the key of what ran, not of the edit
     assert "Edited while running" not in json.dumps(nb)
     assert nb["metadata"]["ctlkit_run"]["seconds"] == 0       # its cells' time, not the session's
+    assert nb["metadata"]["ctlkit_run"]["at_a_time"] == 3     # measured beside two other notebooks
     assert nb["metadata"]["ctlkit_run"]["tensorflow"] == __import__("tensorflow").__version__
     outputs = [c["outputs"] for c in nb["cells"] if c["cell_type"] == "code"]
     assert outputs[-1][0]["text"] == f"out {code_cells - 1}\n"

@@ -220,6 +220,9 @@ class Recorder:
                 "python": here["python"], "tensorflow": here["tensorflow"], "keras": here["keras"],
                 "finished": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 "seconds": round(self.ended[path] - self.started[path]),   # its cells, not the session
+                # notebooks run at once (make test's JOBS, set by pytest-xdist in its workers): the
+                # seconds above were measured beside that many minus one others
+                "at_a_time": int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
             }
             self.folder.mkdir(parents=True, exist_ok=True)
             target = self.folder / path.name
@@ -266,9 +269,9 @@ def execute(notebooks: list[Path], stack: str = "current") -> None:
 
 RUN_LINE = {
     "en": ("Outputs on this page: the notebook as run in {mode} mode, seed {seed}, on {finished}, in "
-           "{seconds} s, on {machine}; stack {stack} (Python {python}, TensorFlow {tensorflow}, "
+           "{seconds} s{pace_en}, on {machine}; stack {stack} (Python {python}, TensorFlow {tensorflow}, "
            "Keras {keras})."),
-    "zh": ("本页输出：此笔记本于 {finished} 以{mode_zh}模式、随机种子 {seed} 运行所得，用时 {seconds} 秒；"
+    "zh": ("本页输出：此笔记本于 {finished} 以{mode_zh}模式、随机种子 {seed} 运行所得，用时 {seconds} 秒{pace_zh}；"
            "机器：{machine}；环境 {stack}（Python {python}，TensorFlow {tensorflow}，Keras {keras}）。"
            "中文版的代码与英文版逐词相同，输出即英文版运行的输出。"),
 }
@@ -283,6 +286,11 @@ LINKS = {
 def _header_cell(lang: str, name: str, colab: str, run: dict) -> dict:
     facts = {k: html.escape(str(v)) for k, v in run.items()}
     facts["mode_zh"] = {"full": "完整", "quick": "快速"}.get(run.get("mode"), run.get("mode"))
+    n = run.get("at_a_time")                         # absent in copies recorded before it was kept
+    facts["pace_en"] = "" if n is None else (" (one notebook at a time)" if n == 1 else
+                                             f" ({n} notebooks at a time, so slower than alone)")
+    facts["pace_zh"] = "" if n is None else ("（每次只运行这一个笔记本）" if n == 1 else
+                                             f"（同时运行 {n} 个笔记本，比单独运行慢）")
     text = (LINKS[lang].format(name=name, colab=html.escape(colab)) + "\n\n"
             + "<p class=\"ctlkit-run\">" + RUN_LINE[lang].format(**facts) + "</p>\n")
     return {"cell_type": "markdown", "id": f"ctlkit-run-{lang}", "metadata": {}, "source": text}
