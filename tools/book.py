@@ -271,8 +271,9 @@ RUN_LINE = {
     "en": ("Outputs on this page: the notebook as run in {mode} mode, seed {seed}, on {finished}, in "
            "{seconds} s{pace_en}, on {machine}; stack {stack} (Python {python}, TensorFlow {tensorflow}, "
            "Keras {keras})."),
-    "zh": ("本页输出：此笔记本于 {finished} 以{mode_zh}模式、随机种子 {seed} 运行所得，用时 {seconds} 秒{pace_zh}；"
-           "机器：{machine}；环境 {stack}（Python {python}，TensorFlow {tensorflow}，Keras {keras}）。"
+    "zh": ("本页输出：此笔记本于 {finished} 以{mode_zh}模式、随机种子 {seed} 运行所得，"
+           "用时 {seconds} 秒{pace_zh}；机器：{machine}；"
+           "环境 {stack}（Python {python}，TensorFlow {tensorflow}，Keras {keras}）。"
            "中文版的代码与英文版逐词相同，输出即英文版运行的输出。"),
 }
 LINKS = {
