@@ -289,9 +289,9 @@ def _header_cell(lang: str, name: str, colab: str, run: dict) -> dict:
     facts["mode_zh"] = {"full": "完整", "quick": "快速"}.get(run.get("mode"), run.get("mode"))
     n = run.get("at_a_time")                         # absent in copies recorded before it was kept
     facts["pace_en"] = "" if n is None else (" (one notebook at a time)" if n == 1 else
-                                             f" ({n} notebooks at a time, so slower than alone)")
+                                             f" ({n} notebooks at a time; alone it may run faster)")
     facts["pace_zh"] = "" if n is None else ("（每次只运行这一个笔记本）" if n == 1 else
-                                             f"（同时运行 {n} 个笔记本，比单独运行慢）")
+                                             f"（同时运行 {n} 个笔记本；单独运行可能更快）")
     text = (LINKS[lang].format(name=name, colab=html.escape(colab)) + "\n\n"
             + "<p class=\"ctlkit-run\">" + RUN_LINE[lang].format(**facts) + "</p>\n")
     return {"cell_type": "markdown", "id": f"ctlkit-run-{lang}", "metadata": {}, "source": text}
