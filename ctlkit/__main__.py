@@ -14,6 +14,12 @@ def doctor() -> int:
     print("ctlkit doctor")
     errors = 0
     try:
+        print(f"Keras backend: {runtime.keras_backend()}")
+    except runtime.BackendError as e:   # nothing below can run on another backend
+        print(f"ERROR: {e}")
+        print("doctor: 1 ERROR(s) above; the other checks need the TensorFlow backend")
+        return 1
+    try:
         runtime.budget()
     except ValueError as e:                        # e.g. CTLKIT_QUICK=maybe
         print(f"ERROR: {e}")

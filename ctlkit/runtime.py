@@ -23,6 +23,7 @@ from .devices import find_tpu, gpu_compute_capability, recommend_policy
 
 QUICK_ENV = "CTLKIT_QUICK"
 SEED_ENV = "CTLKIT_SEED"
+BACKEND_ENV = "KERAS_BACKEND"
 RUN_SEED_MAX = 1_000_000   # room for derived seeds (SEED + k, SEED * 1000 + k) below 2**32
 
 
@@ -129,6 +130,49 @@ class Runtime:
         return self.summary()
 
 
+class BackendError(RuntimeError):
+    """Keras runs on a backend other than TensorFlow: every notebook of the kit needs TensorFlow's."""
+
+
+def keras_backend() -> str:
+    """Import Keras and return its backend: "tensorflow", or a ``BackendError`` saying where the
+    other one was chosen and how to undo it.
+
+    Keras chooses once, when it is first imported: ``KERAS_BACKEND`` if set and not empty, else
+    the "backend" entry of ``keras.json`` in ``KERAS_HOME`` (default ``~/.keras``), else
+    "tensorflow" (``keras/src/backend/config.py`` on Keras 3.10-3.15). On another backend the
+    notebooks' ``tf.GradientTape`` sees no Keras variables and the failures are far from the cause.
+    """
+    env = os.environ.get(BACKEND_ENV, "")
+    try:
+        import keras
+    except ImportError as e:  # e.g. KERAS_BACKEND=jax where JAX is not installed
+        if env and env != "tensorflow":
+            raise BackendError(_backend_message(env, f"{BACKEND_ENV}={env} is set")) from e
+        raise
+    name = keras.backend.backend()
+    if name == "tensorflow":
+        return name
+    if env:
+        where = f"{BACKEND_ENV}={env} is set"
+    else:
+        from keras.src.backend import config
+
+        where = f'"backend": "{name}" is in {os.path.join(config.keras_home(), "keras.json")}'
+    raise BackendError(_backend_message(name, where))
+
+
+def _backend_message(name: str, where: str) -> str:
+    fix = (f"unset {BACKEND_ENV} (or export {BACKEND_ENV}=tensorflow) before starting Jupyter"
+           if where.startswith(BACKEND_ENV) else
+           f'write "backend": "tensorflow" in that file (or export {BACKEND_ENV}=tensorflow)')
+    return (f"Keras runs on the {name!r} backend ({where}); every ctlkit notebook needs the "
+            f"TensorFlow backend. Fix: {fix}, then restart the kernel: Keras reads its backend "
+            f"once, when it is first imported. In a notebook alone: put "
+            f"`import os; os.environ[{BACKEND_ENV!r}] = 'tensorflow'` at the top of the first "
+            f"cell and restart the kernel.")
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python's ``random``, NumPy and TensorFlow (``keras.utils.set_random_seed``)."""
     seed = validate.seed(seed)
@@ -214,7 +258,9 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     ``OneDeviceStrategy`` gets no XLA from ``fit(jit_compile="auto")`` (Keras turns "auto" off
     under any strategy scope), so one device gets no strategy at all.
     The global Keras precision policy is *not* changed: notebooks set it themselves.
+    Keras must run on the TensorFlow backend: any other raises ``BackendError`` with the fix.
     """
+    keras_backend()
     deterministic = validate.flag("deterministic", deterministic)
     memory_stats = validate.flag("memory_stats", memory_stats)
     verbose = validate.flag("verbose", verbose)

@@ -78,3 +78,19 @@ def test_bad_command(argv, message, capsys):
         cli.main(argv)
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_doctor_names_the_keras_backend(doctor_run):
+    assert "\nKeras backend: tensorflow\n" in doctor_run.stdout
+
+
+
+def test_doctor_refuses_another_keras_backend_with_the_fix(monkeypatch, capsys):
+    import keras
+
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")   # JAX is not installed here
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert cli.main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "ERROR: Keras runs on the 'jax' backend (KERAS_BACKEND=jax is set)" in out
+    assert "the other checks need the TensorFlow backend" in out

@@ -1,6 +1,10 @@
 """Tests for ctlkit/runtime.py: the quick-mode budget, seeding, device/strategy set-up, policy."""
 import dataclasses
+import json
+import os
+import pathlib
 import random
+import subprocess
 import sys
 
 import keras
@@ -411,3 +415,70 @@ def test_keras_auto_jit_is_off_on_a_cpu_only_machine():
     if tf.config.list_physical_devices("GPU"):
         pytest.skip("this machine has a GPU")  # the rule under test is the CPU-only one
     assert _auto_jit() is False
+
+
+
+# Keras picks its backend once, at import (keras/src/backend/config.py): a kernel started with
+# another backend (KERAS_BACKEND=jax on Colab, which ships JAX) must be refused by setup() with the
+# fix, not fail later far from the cause. JAX is not installed here, so Keras' answer is stubbed.
+def _backend_is(monkeypatch, name):
+    monkeypatch.setattr(keras.backend, "backend", lambda: name)
+
+
+def test_setup_refuses_a_keras_backend_set_by_the_environment_and_says_the_fix(monkeypatch):
+    _backend_is(monkeypatch, "jax")
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    with pytest.raises(runtime.BackendError) as e:
+        setup(verbose=False)
+    message = str(e.value)
+    assert message.startswith("Keras runs on the 'jax' backend (KERAS_BACKEND=jax is set)")
+    assert "unset KERAS_BACKEND" in message and "restart the kernel" in message
+
+
+def test_setup_refuses_a_keras_backend_set_by_keras_json_and_names_the_file(monkeypatch):
+    from keras.src.backend import config
+
+    _backend_is(monkeypatch, "torch")
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    with pytest.raises(runtime.BackendError) as e:
+        setup(verbose=False)
+    path = os.path.join(config.keras_home(), "keras.json")
+    assert f'"backend": "torch" is in {path}' in str(e.value)
+    assert 'write "backend": "tensorflow" in that file' in str(e.value)
+
+
+def test_a_keras_that_cannot_import_its_backend_is_named_too(monkeypatch):
+    monkeypatch.setitem(sys.modules, "keras", None)     # import keras raises ImportError
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    with pytest.raises(runtime.BackendError, match=r"'jax' backend \(KERAS_BACKEND=jax is set\)"):
+        runtime.keras_backend()
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")   # not a backend problem: Keras' own error
+    with pytest.raises(ImportError):
+        runtime.keras_backend()
+
+
+def _fresh_keras_backend(tmp_path, backend_env, keras_json):
+    (tmp_path / "keras.json").write_text(json.dumps({"backend": keras_json}))
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env.update(KERAS_HOME=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="2")
+    if backend_env is not None:
+        env["KERAS_BACKEND"] = backend_env
+    run = subprocess.run([sys.executable, "-c", "import keras; print(keras.backend.backend())"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    return run.stdout.strip() or run.stderr[-300:]
+
+
+def test_keras_chooses_its_backend_as_keras_backend_says():
+    # The order the docstring of keras_backend() states: KERAS_BACKEND, then keras.json.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        assert _fresh_keras_backend(pathlib.Path(d), None, "tensorflow") == "tensorflow"
+    with tempfile.TemporaryDirectory() as d:
+        assert _fresh_keras_backend(pathlib.Path(d), "tensorflow", "jax") == "tensorflow"
+    with tempfile.TemporaryDirectory() as d:
+        assert "jax" in _fresh_keras_backend(pathlib.Path(d), "", "jax")   # empty: keras.json's
+
+
+def test_keras_backend_in_this_process_is_tensorflow():
+    assert runtime.keras_backend() == "tensorflow" == keras.backend.backend()
