@@ -30,9 +30,9 @@ from .runtime import gpu_compute_capability, recommend_policy, run_seed
 
 MEMORY = {True: "TF allocator peak on GPU:0", False: "peak RSS of the process (TF and data "
             "included); +MB: the most it rose above the RSS at an epoch's start"}
-MIXED_SKIP_CPU = ("mixed precision skipped on CPU: CPUs have no fast float16 maths, so "
-                  "mixed_float16 runs slower than float32 there (notebook 04 measures by how "
-                  "much on this processor); it is for GPUs")
+MIXED_SKIP_CPU = ("mixed precision skipped on CPU: the kit recommends it only for GPUs with "
+                  "tensor cores (ctlkit.devices.recommend_policy); notebook 04 measures what "
+                  "mixed_float16 does on this processor")
 
 
 class Task:

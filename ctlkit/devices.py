@@ -1,5 +1,6 @@
 """What this machine can run on: a local TPU, the GPUs' compute capability, and the precision
-policy worth using there (mixed_float16 needs tensor cores; a CPU has no fast float16 maths)."""
+policy worth using there (mixed_float16 where every GPU has tensor cores; float32 on a CPU, where
+notebook 04 measures what mixed_float16 costs on the learner's processor)."""
 from __future__ import annotations
 
 import os
@@ -49,4 +50,4 @@ def recommend_policy(kind: str, capabilities=()) -> str:
         return "mixed_bfloat16"
     if kind == "GPU" and caps and all(c and c[0] >= 7 for c in caps):
         return "mixed_float16"
-    return "float32"  # CPU: no fast float16 maths, mixed_float16 runs slower (notebook 04)
+    return "float32"  # CPU: not recommended; notebook 04 measures mixed_float16 on this CPU
