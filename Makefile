@@ -201,7 +201,7 @@ normalize:
 clean:
 	find . -path './.venv*' -prune -o -type d \( -name __pycache__ -o -name .pytest_cache -o -name .ipynb_checkpoints \) \
 	    -prune -exec rm -rf {} +
-	rm -rf build dist *.egg-info notebooks/runs
+	rm -rf build dist *.egg-info notebooks/runs notebooks/zh/runs
 
 distclean: clean
 	rm -rf $(foreach s,$(STACKS),$(VENV_$(s)))
