@@ -10,7 +10,8 @@
 #   HOG=1         keep one core busy with a spinning process while the notebooks run
 #   WHAT=notebooks  only the notebooks (not the unit tests); default all
 #   JOBS=N        tests run N at a time (default 2, one per core of the CI machine); JOBS=1: one by one
-#   make sweep SEEDS="1 2 3 4 5" [MODE=full] [HOG=1]: notebooks under each seed, failures by seed
+#   make sweep SEEDS="1 2 3 4 5" [MODE=full] [HOG=1] [KEEP=1]: notebooks under each seed, failures by
+#                 seed; KEEP=1 keeps each executed copy (the numbers it printed) in notebooks/runs/sweep/
 
 PYTHON ?= python3
 STACKS := current colab oldest
@@ -182,7 +183,7 @@ book: $(BOOK_STAMP)
 # The notebooks under each seed of SEEDS, in this stack's venv (STACK=all: current).
 sweep: $(STAMP)
 	$(if $(ENV_$(ONE)),export $(ENV_$(ONE)) &&) $(VPY) tools/sweep.py --seeds "$(SEEDS)" --mode $(MODE) \
-	    $(if $(HOG),--hog) --out notebooks/runs/sweep-$(ONE)-$(MODE).json
+	    $(if $(HOG),--hog) $(if $(KEEP),--keep --jobs $(JOBS)) --out notebooks/runs/sweep-$(ONE)-$(MODE).json
 
 # The benchmark is notebook 12: its loops are written there, so it runs as the notebook runs.
 bench: $(STAMP)

@@ -45,6 +45,19 @@ def test_sentences_come_from_markdown_comments_and_printed_text(probe):
                                     "this never fails", "f'all {x} done'", "'always one'"]
 
 
+def test_a_comment_after_code_is_its_own_sentence_and_a_blockquote_one_paragraph(probe):
+    path = _notebook(probe, [
+        ("markdown", "> **Note:** a quote that runs\n> over two lines, every one of them.\n>\n"
+                     "> - only this item\n\nAll plain."),
+        ("code", "a = 1      # every a\nb = 2      # only b\n\n"
+                 "c = 3      # all of c, said\n           # over two lines\n"
+                 "# a block of its own lines, all\n# joined\nd = 4      # never d\n")])
+    assert claims.flagged(path) == [
+        "**Note:** a quote that runs over two lines, every one of them.", "only this item", "All plain.",
+        "every a", "only b", "all of c, said over two lines", "a block of its own lines, all joined",
+        "never d"]
+
+
 def test_a_missing_line_a_stale_line_and_bad_evidence_are_each_named(probe):
     _notebook(probe, [("markdown", "Only TensorFlow does this. Every step counts."),
                       ("code", "assert 1 + 1 == 2\n")])

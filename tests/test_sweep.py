@@ -33,3 +33,20 @@ def test_the_arrowed_assert_is_named_from_junit_xml_escapes():
 def test_an_error_without_an_arrow_falls_back_to_the_error_line():
     assert sweep.failing_line("Input:\nf()\nZeroDivisionError: division by zero\n") == (
         "ZeroDivisionError: division by zero")
+
+
+def test_keep_mode_names_each_failing_cell_of_an_executed_copy():
+    executed = {"cells": [
+        {"cell_type": "markdown", "source": "assert x > 5"},
+        {"cell_type": "code", "outputs": [{"output_type": "stream", "text": "ok"}]},
+        {"cell_type": "code", "outputs": [{
+            "output_type": "error", "ename": "AssertionError", "evalue": "",
+            "traceback": traceback("\x1b").splitlines()}]},
+        {"cell_type": "code", "outputs": [{
+            "output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+            "traceback": ["Traceback (most recent call last)", "f()"]}]},
+    ]}
+    assert sweep.cell_failures(executed) == {
+        "cell 2": "assert x > 5                # second",
+        "cell 3": "ZeroDivisionError: division by zero"}
+    assert sweep.cell_failures({"cells": executed["cells"][:2]}) == {}

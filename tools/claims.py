@@ -21,6 +21,10 @@ The kinds, each checked here where it can be:
     scope: WHY      the word claims nothing past what the sentence names (a count, "all four"; an
                     instruction, "run every cell"; a definition); WHY says which
 
+A sentence ends at ".", "!" or "?" before a capital; a paragraph, list item or blockquote is cut
+into sentences whole. A comment after code is one unit with nothing else (it speaks of its own line);
+comment lines of their own join the comment right above them when they start in its column.
+
 Only the standard library is used. The English notebooks are listed; the Chinese ones translate them
 and tools/zh.py keeps each translation tied to its English text.
 """
@@ -62,7 +66,7 @@ def _sentences(paragraph: str) -> list[str]:
 def _markdown_units(text: str) -> list[str]:
     """Paragraphs and list items (fenced code and HTML comments left out), then their sentences."""
     text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
-    units, current, fenced = [], [], False
+    units, current, fenced, in_quote = [], [], False, False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             fenced = not fenced
@@ -71,6 +75,17 @@ def _markdown_units(text: str) -> list[str]:
             continue
         if fenced:
             continue
+        quoted = re.match(r"^\s*>\s?(.*)$", line)
+        if quoted:                    # a blockquote: its lines join as a paragraph's do
+            inner = quoted.group(1)
+            if not inner.strip() or _LIST_ITEM.match(inner) or not in_quote:
+                units.append(current)
+                current = []
+            if inner.strip():
+                current.append(re.sub(r"^\s*(?:[-*+]|\d+[.)])\s+", "", inner))
+            in_quote = True
+            continue
+        in_quote = False
         if not line.strip():
             units.append(current)
             current = []
@@ -90,7 +105,7 @@ def _python(source: str) -> str:
 
 
 def _comment_units(source: str) -> list[str]:
-    blocks, current, last = [], [], -2
+    blocks, current, last, last_col = [], [], -2, -1
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(_python(source)).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -101,11 +116,17 @@ def _comment_units(source: str) -> list[str]:
         text = tok.string.lstrip("#").strip()
         if text.startswith(("noqa", "type:", "NBVAL_", "@title", "fixed seed")):
             continue
-        if tok.start[0] != last + 1 and current:
+        # A comment after code is about that code: it starts a new block, even right under another
+        # one. A comment on a line of its own goes on the block above it when it starts in the same
+        # column as the comment right above it (a block of such lines, or a trailing comment's
+        # continuation aligned under it).
+        own_line = tok.line.lstrip().startswith("#")
+        continues = tok.start[0] == last + 1 and own_line and tok.start[1] == last_col
+        if not continues and current:
             blocks.append(current)
             current = []
         current.append(text)
-        last = tok.start[0]
+        last, last_col = tok.start[0], tok.start[1]
     if current:
         blocks.append(current)
     return [s for block in blocks for s in _sentences(" ".join(block))]

@@ -11,6 +11,11 @@ and ``CTLKIT_QUICK`` set by the mode. ``--hog`` keeps one core busy with a spinn
 whole run: what a learner's laptop with a browser and a video call open looks like to the notebooks'
 timing asserts.
 
+``--keep`` executes each notebook with ``jupyter nbconvert --execute --allow-errors`` instead of nbval
+(two at a time, or ``--jobs N``) and keeps every executed copy, outputs and errors included, in
+``notebooks/runs/sweep/<mode>-seed<N>/``: the numbers each seed printed, to read the spread of a
+measured value off (``make sweep KEEP=1``). A cell that raises fails the seed, as under nbval.
+
 At the end it prints, per notebook, its seconds under each seed, then every failing cell with the
 seeds that broke it and the line that failed, and exits 1 if any cell failed. A JSON record of the
 whole sweep goes to ``notebooks/runs/sweep-<mode>.json`` (git-ignored).
@@ -86,12 +91,60 @@ def run_seed(seed: int, mode: str, notebooks: list[str], hog: bool, extra: list[
     return {"rc": rc, "wall": wall, "seconds": dict(seconds), "failures": failures}
 
 
+def cell_failures(executed: dict) -> dict:
+    """{"cell N": failing line} for every code cell of an executed notebook that raised."""
+    failures = {}
+    for index, cell in enumerate(executed.get("cells", [])):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if out.get("output_type") == "error":
+                text = "\n".join(out.get("traceback", [])) + f"\n{out.get('ename')}: {out.get('evalue')}"
+                failures[f"cell {index}"] = failing_line(text)
+    return failures
+
+
+def run_seed_keep(seed: int, mode: str, notebooks: list[str], hog: bool, jobs: int) -> dict:
+    """One seed by nbconvert, executed copies kept: the same record as ``run_seed``."""
+    from concurrent.futures import ThreadPoolExecutor
+    env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
+               MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    out_dir = ROOT / "notebooks" / "runs" / "sweep" / f"{mode}-seed{seed}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"== seed {seed}, {mode} mode{', CPU hog on one core' if hog else ''}: {len(notebooks)} "
+          f"notebook(s), {jobs} at a time, executed copies in {out_dir.relative_to(ROOT)}", flush=True)
+
+    def one(nb: str):
+        start = time.monotonic()
+        cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+               "--allow-errors", "--ExecutePreprocessor.timeout=3600", "--output-dir", str(out_dir), nb]
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        seconds = time.monotonic() - start
+        copy = out_dir / Path(nb).name
+        name = Path(nb).stem
+        if proc.returncode or not copy.exists():
+            return name, seconds, {"(nbconvert)": failing_line(proc.stderr) or f"exit {proc.returncode}"}
+        return name, seconds, cell_failures(json.loads(copy.read_text(encoding="utf-8")))
+
+    start = time.monotonic()
+    with cpu_hog(hog), ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(one, notebooks))
+    wall = time.monotonic() - start
+    seconds = {name: s for name, s, _ in results}
+    failures = {(name, cell): line for name, _, f in results for cell, line in f.items()}
+    for (name, cell), line in failures.items():
+        print(f"   {name} {cell}: {line}", flush=True)
+    return {"rc": 1 if failures else 0, "wall": wall, "seconds": seconds, "failures": failures}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", required=True, help='run seeds, e.g. "1 2 3" or 1,2,3')
     parser.add_argument("--mode", choices=("quick", "full"), default="quick")
     parser.add_argument("--hog", action="store_true", help="keep one core busy meanwhile")
     parser.add_argument("--out", type=Path, default=None, help="where the JSON record goes")
+    parser.add_argument("--keep", action="store_true",
+                        help="execute with nbconvert and keep each executed copy (outputs included)")
+    parser.add_argument("--jobs", type=int, default=2, help="with --keep: notebooks at a time")
     parser.add_argument("notebooks", nargs="*", help="notebooks (default: notebooks/[0-9]*.ipynb)")
     args, extra = parser.parse_known_args(argv)
     words = args.seeds.replace(",", " ").split()
@@ -106,7 +159,14 @@ def main(argv=None) -> int:
     if missing:
         parser.error(f"no such notebook: {missing}; pass paths such as notebooks/07_gan.ipynb")
 
-    runs = {seed: run_seed(seed, args.mode, notebooks, args.hog, extra) for seed in args.seeds}
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more (notebooks run at a time), got {args.jobs}")
+    if args.keep and extra:
+        parser.error(f"--keep runs nbconvert, not pytest: it takes no pytest options ({' '.join(extra)})")
+    if args.keep:
+        runs = {seed: run_seed_keep(seed, args.mode, notebooks, args.hog, args.jobs) for seed in args.seeds}
+    else:
+        runs = {seed: run_seed(seed, args.mode, notebooks, args.hog, extra) for seed in args.seeds}
 
     names = sorted({nb for r in runs.values() for nb in r["seconds"]})
     print(f"\n== sweep, {args.mode} mode{' under a CPU hog' if args.hog else ''}: "
