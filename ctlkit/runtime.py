@@ -109,6 +109,9 @@ class Runtime:
     versions: dict
     memory_stats: bool = False     # allocator statistics available on the device (ctlkit.memory)
     seed_source: str = ""          # " (CTLKIT_SEED)" when the seed came from the environment
+    compute_capability: tuple = ()  # (major, minor) per GPU; None where TensorFlow cannot tell
+    tf32: bool = True              # tf.config.experimental.tensor_float_32_execution_enabled()
+    memory_growth: str = ""        # GPUs: "on", or "off: <why>" (memory_growth_on_gpus)
 
     @property
     def replicas(self) -> int:
@@ -124,10 +127,66 @@ class Runtime:
             f"deterministic ops: {self.deterministic} · quick mode: {self.quick} · "
             f"memory stats: {'on' if self.memory_stats else 'off'}",
         ]
+        if self.kind == "GPU":
+            lines.append(f"GPU compute capability: {', '.join(_cc(c) for c in self.compute_capability)}"
+                         f" · TF32: {tf32_words(self.tf32, self.compute_capability)}"
+                         f" · memory growth: {self.memory_growth}")
+        else:
+            lines.append(f"TF32 switch: {'on' if self.tf32 else 'off'} (it acts only on GPUs of "
+                         f"compute capability 8.0 or newer)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:  # shown when a notebook cell ends with rt
         return self.summary()
+
+
+def _cc(capability) -> str:
+    return "unknown" if not capability else ".".join(str(i) for i in capability)
+
+
+def tf32_words(on: bool, capabilities) -> str:
+    """What the TF32 switch means on these GPUs, in a few words. TensorFlow's own account
+    (``enable_tensor_float_32_execution`` in tensorflow/python/framework/config.py): on by default,
+    it acts only on Ampere (compute capability 8.0) and newer GPUs, rounds the float32 inputs of
+    ops such as matmuls and convolutions to 10 mantissa bits "in most cases" (not for every
+    shape), and still accumulates in float32."""
+    ampere = [c for c in capabilities if c and tuple(c) >= (8, 0)]
+    if not on:
+        return "off (float32 matmuls and convolutions run in full float32)"
+    if ampere:
+        return ("on: float32 matmuls and convolutions may round their inputs to 10 mantissa bits "
+                "(tf.config.experimental.enable_tensor_float_32_execution(False) turns it off)")
+    if any(not c for c in capabilities):
+        return ("on; TensorFlow reports no compute capability here, so whether it acts is unknown "
+                "(it needs 8.0 or newer)")
+    return "on, but no GPU here has TF32 (it needs compute capability 8.0 or newer)"
+
+
+def memory_growth_on_gpus(gpus) -> str:
+    """Ask TensorFlow to take GPU memory as it needs it, on every GPU in ``gpus``.
+
+    By default a TensorFlow process maps nearly all of a GPU's memory when it starts, so a second
+    process on the same GPU (another notebook, ``make test`` running two at a time, the GPU check
+    started from a notebook) fails with out-of-memory. Growth must be set before TensorFlow starts
+    the GPUs, the same for all of them. Returns "on", or "off: <why>" when it could not be set."""
+    import tensorflow as tf
+
+    if not gpus:
+        return "no GPU"
+    for gpu in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:   # TensorFlow started the GPUs already: it cannot change now
+            try:
+                if tf.config.experimental.get_memory_growth(gpu):
+                    continue   # an earlier setup() in this process turned it on
+            except (RuntimeError, ValueError):
+                pass
+            return ("off: TensorFlow started the GPU before setup(), so it holds nearly all of "
+                    "its memory; restart the kernel and call ctlkit.setup() first")
+        except ValueError as e:   # e.g. virtual devices configured on this GPU
+            return f"off: TensorFlow refused it for {gpu.name}: {e}"
+    return "on"
 
 
 class BackendError(RuntimeError):
@@ -241,7 +300,8 @@ def _set_op_determinism(tf, on: bool) -> None:
 
 
 def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = True,
-          cpu_replicas: int | None = None, memory_stats: bool = True) -> Runtime:
+          cpu_replicas: int | None = None, memory_stats: bool = True,
+          memory_growth: bool = True, tf32: bool | None = None) -> Runtime:
     """Seed everything, pick the strategy and recommend a precision policy.
 
     seed:          seeds Python, NumPy and TensorFlow. None (the default): the run's seed,
@@ -254,6 +314,15 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
                    and return a ``MirroredStrategy`` over them (to learn tf.distribute anywhere).
     memory_stats:  choose TensorFlow's counting CPU allocator (``ctlkit.memory``) so that
                    allocator statistics exist on every CPU; only possible before TF's first op.
+    memory_growth: on every GPU, take memory as needed (``tf.config.experimental.
+                   set_memory_growth``) instead of nearly all of it at start, so two notebooks
+                   (or two test processes) can share one GPU; only possible before TF starts
+                   the GPU. The summary says whether it took.
+    tf32:          None keeps TensorFlow's setting (TF32 on: on GPUs of compute capability 8.0+
+                   float32 matmuls and convolutions round their inputs to 10 mantissa bits);
+                   False or True calls ``tf.config.experimental.enable_tensor_float_32_execution``.
+                   The summary prints each GPU's compute capability and the switch.
+                   Notebooks that compare float32 results at tight tolerances pass False.
     On one GPU (or one CPU) the strategy is the default one: a model built under
     ``OneDeviceStrategy`` gets no XLA from ``fit(jit_compile="auto")`` (Keras turns "auto" off
     under any strategy scope), so one device gets no strategy at all.
@@ -266,12 +335,25 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     verbose = validate.flag("verbose", verbose)
     from_env = seed is None and bool(os.environ.get(SEED_ENV, "").strip())
     seed = run_seed() if seed is None else validate.seed(seed)
+    memory_growth = validate.flag("memory_growth", memory_growth)
+    if tf32 is not None:
+        try:
+            tf32 = validate.flag("tf32", tf32)
+        except TypeError:
+            raise TypeError(f"tf32 must be None (keep TensorFlow's setting), True or False, got "
+                            f"{type(tf32).__name__} {tf32!r}") from None
     if cpu_replicas is not None:
         cpu_replicas = validate.positive_int("cpu_replicas", cpu_replicas, example=2)
     if memory_stats:
         memory.enable_cpu_stats()   # before seeding: set_random_seed starts TensorFlow
-    seed_everything(seed)
     import tensorflow as tf
+
+    # listing physical devices does not start them: growth is set before the first op
+    gpus = tf.config.list_physical_devices("GPU")
+    growth = memory_growth_on_gpus(gpus) if memory_growth else "off (setup(memory_growth=False))"
+    if tf32 is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    seed_everything(seed)
 
     if cpu_replicas is not None and not tf.config.list_physical_devices("GPU"):
         split_cpu(cpu_replicas)
@@ -279,7 +361,6 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     _set_op_determinism(tf, deterministic)
 
     resolver = find_tpu()
-    gpus = tf.config.list_physical_devices("GPU")
     if resolver is not None:
         kind, strategy = "TPU", tf.distribute.TPUStrategy(resolver)
         policy = recommend_policy("TPU")
@@ -303,7 +384,11 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     rt = Runtime(kind=kind, strategy=strategy, policy=policy, devices=devices, seed=int(seed),
                  deterministic=deterministic, quick=budget().quick, versions=versions(),
                  memory_stats=_has_memory_stats(devices[0]),
-                 seed_source=f" ({SEED_ENV})" if from_env else "")
+                 seed_source=f" ({SEED_ENV})" if from_env else "",
+                 compute_capability=tuple(gpu_compute_capability(g) for g in gpus)
+                 if kind == "GPU" else (),
+                 tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+                 memory_growth=growth if kind == "GPU" else "")
     if verbose:
         print(rt.summary())
     return rt

@@ -482,3 +482,76 @@ def test_keras_chooses_its_backend_as_keras_backend_says():
 
 def test_keras_backend_in_this_process_is_tensorflow():
     assert runtime.keras_backend() == "tensorflow" == keras.backend.backend()
+
+
+# -- GPU memory growth and TF32 (issue 34): checked with fake GPUs, as CI has none -------------
+def test_memory_growth_is_requested_for_every_visible_gpu_before_seeding(monkeypatch):
+    gpus = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(2)]
+    events = []
+    real_physical = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: list(gpus) if kind == "GPU" else real_physical(kind))
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth",
+                        lambda gpu, on: events.append(("growth", gpu.name, on)))
+    monkeypatch.setattr(runtime, "seed_everything", lambda seed: events.append(("seed", seed)))
+    monkeypatch.setattr(runtime, "find_tpu", lambda: None)
+    monkeypatch.setattr(runtime, "gpu_compute_capability", lambda device: (8, 0))
+    monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [
+        tf.config.LogicalDevice(f"/device:{kind or 'GPU'}:{i}", kind or "GPU") for i in range(2)])
+    monkeypatch.setattr(tf.distribute, "MirroredStrategy", lambda *a, **k: tf.distribute.get_strategy())
+    rt = setup(seed=3, verbose=False)
+    assert events == [("growth", g.name, True) for g in gpus] + [("seed", 3)]
+    assert rt.memory_growth == "on" and rt.compute_capability == ((8, 0), (8, 0))
+    line = rt.summary().splitlines()[-1]
+    assert "compute capability: 8.0, 8.0" in line and "memory growth: on" in line
+    assert "TF32: on: float32 matmuls" in line          # the default on an Ampere GPU
+    events.clear()
+    rt = setup(seed=3, verbose=False, memory_growth=False)
+    assert events == [("seed", 3)] and rt.memory_growth.startswith("off (setup(memory_growth=False))")
+
+
+def test_memory_growth_says_why_when_the_gpu_started_before_setup(monkeypatch):
+    gpu = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
+
+    def started(device, on):
+        raise RuntimeError("Physical devices cannot be modified after being initialized")
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", started)
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: False)
+    said = runtime.memory_growth_on_gpus([gpu])
+    assert said.startswith("off:") and "restart the kernel and call ctlkit.setup() first" in said
+    monkeypatch.setattr(tf.config.experimental, "get_memory_growth", lambda device: True)
+    assert runtime.memory_growth_on_gpus([gpu]) == "on"    # an earlier setup() set it
+
+    def refused(device, on):
+        raise ValueError("Cannot set memory growth on device when virtual devices configured")
+    monkeypatch.setattr(tf.config.experimental, "set_memory_growth", refused)
+    said = runtime.memory_growth_on_gpus([gpu])
+    assert said.startswith("off: TensorFlow refused it for /physical_device:GPU:0")
+    assert runtime.memory_growth_on_gpus([]) == "no GPU"
+
+
+def test_setup_turns_tf32_off_and_on_as_asked_and_says_so():
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        rt = setup(seed=0, verbose=False, tf32=False)
+        assert rt.tf32 is False and not tf.config.experimental.tensor_float_32_execution_enabled()
+        assert "TF32 switch: off" in rt.summary()
+        rt = setup(seed=0, verbose=False)                    # None: left as it is
+        assert rt.tf32 is False
+        rt = setup(seed=0, verbose=False, tf32=True)
+        assert rt.tf32 is True and "TF32 switch: on (it acts only on GPUs" in rt.summary()
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
+@pytest.mark.parametrize("bad", ["off", 0, 1.0])
+def test_setup_rejects_a_tf32_that_is_not_none_or_a_bool(bad):
+    with pytest.raises(TypeError, match=r"tf32 must be None \(keep TensorFlow's setting\), True or False"):
+        setup(seed=0, verbose=False, tf32=bad)
+
+
+def test_tf32_words_tell_an_ampere_gpu_from_an_older_one():
+    assert runtime.tf32_words(True, [(8, 6)]).startswith("on: float32 matmuls")
+    assert runtime.tf32_words(True, [(7, 5)]).startswith("on, but no GPU here has TF32")
+    assert runtime.tf32_words(True, [None]).startswith("on; TensorFlow reports no compute capability")
+    assert runtime.tf32_words(False, [(8, 0)]).startswith("off")
