@@ -10,8 +10,10 @@
 #   HOG=1         keep one core busy with a spinning process while the notebooks run
 #   WHAT=notebooks  only the notebooks (not the unit tests); default all
 #   JOBS=N        tests run N at a time (default 2, one per core of the CI machine); JOBS=1: one by one
+#   EMULATE_TF32=1  the notebooks round float32 matmul/convolution inputs as an Ampere GPU does with
+#                 TF32 on (CTLKIT_EMULATE_TF32, ctlkit/tf32.py): the A100/L4 path, checked on a CPU
 #   make sweep SEEDS="1 2 3 4 5" [MODE=full] [HOG=1] [KEEP=1]: notebooks under each seed, failures by
-#                 seed; KEEP=1 keeps each executed copy (the numbers it printed) in notebooks/runs/sweep/
+#                 seed; KEEP=1 keeps each executed copy (the numbers it printed) in build/sweep/
 
 PYTHON ?= python3
 STACKS := current colab oldest
@@ -152,10 +154,11 @@ XDIST_UNIT := $(if $(filter-out 1,$(JOBS)),-n $(JOBS))
 XDIST_NB := $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile)
 test-one: $(STAMP)
 	@echo "== stack $(ONE): $(VENV)$(if $(CONSTRAINTS), pinned by $(CONSTRAINTS))$(if $(ENV_$(ONE)), with \
-	$(ENV_$(ONE))) · $(MODE) mode · seed $(or $(SEED),0) · $(JOBS) at a time$(if $(HOG), · CPU hog on one core)$(if \
+	$(ENV_$(ONE))) · $(MODE) mode · seed $(or $(SEED),0) · $(JOBS) at a time$(if $(HOG), · CPU hog on one core)$(if $(EMULATE_TF32), · TF32 emulated)$(if \
 	$(filter notebooks,$(WHAT)), · notebooks only)"
 	export CTLKIT_QUICK=$(QUICK_FLAG) MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 CTLKIT_STACK=$(ONE) $(ENV_$(ONE)) \
-	       $(if $(SEED),CTLKIT_SEED=$(SEED)) PATH="$(abspath $(VENV))/bin:$$PATH" && \
+	       $(if $(SEED),CTLKIT_SEED=$(SEED)) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=1) \
+	       PATH="$(abspath $(VENV))/bin:$$PATH" && \
 	$(VPY) tools/nbnorm.py --check notebooks && \
 	$(VPY) -m ruff check . && \
 	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(XDIST_UNIT) $(ONCE_$(ONE)) &&) \
@@ -182,7 +185,7 @@ book: $(BOOK_STAMP)
 
 # The notebooks under each seed of SEEDS, in this stack's venv (STACK=all: current).
 sweep: $(STAMP)
-	$(if $(ENV_$(ONE)),export $(ENV_$(ONE)) &&) $(VPY) tools/sweep.py --seeds "$(SEEDS)" --mode $(MODE) \
+	$(if $(ENV_$(ONE)),export $(ENV_$(ONE)) &&) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=1) $(VPY) tools/sweep.py --seeds "$(SEEDS)" --mode $(MODE) \
 	    $(if $(HOG),--hog) $(if $(KEEP),--keep --jobs $(JOBS)) --out notebooks/runs/sweep-$(ONE)-$(MODE).json
 
 # The benchmark is notebook 12: its loops are written there, so it runs as the notebook runs.

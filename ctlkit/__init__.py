@@ -5,11 +5,11 @@ the runtime, loads offline data, shows the live monitor, measures gradients, che
 exercises and keeps notebook 03's plain step (``steps``) for the notebooks that compare a
 new step against it. Importing it has no side effects.
 """
-from . import checks, data, exercises, grads, memory, runtime, steps, tracing
+from . import checks, data, exercises, grads, memory, runtime, steps, tf32, tracing
 from .monitor import Monitor, NonFiniteError
 from .runtime import Budget, Runtime, budget, run_seed, setup
 
 __version__ = "0.1.0"
 __all__ = ["setup", "run_seed", "budget", "Budget", "Runtime", "Monitor", "NonFiniteError",
-           "data", "grads", "checks", "exercises", "memory", "runtime", "steps", "tracing",
+           "data", "grads", "checks", "exercises", "memory", "runtime", "steps", "tf32", "tracing",
            "__version__"]

@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from . import memory, validate
+from . import tf32 as _tf32
 from .devices import find_tpu, gpu_compute_capability, recommend_policy
 
 QUICK_ENV = "CTLKIT_QUICK"
@@ -112,6 +113,7 @@ class Runtime:
     compute_capability: tuple = ()  # (major, minor) per GPU; None where TensorFlow cannot tell
     tf32: bool = True              # tf.config.experimental.tensor_float_32_execution_enabled()
     memory_growth: str = ""        # GPUs: "on", or "off: <why>" (memory_growth_on_gpus)
+    tf32_emulated: bool = False    # CTLKIT_EMULATE_TF32: TF32's rounding emulated (ctlkit.tf32)
 
     @property
     def replicas(self) -> int:
@@ -134,6 +136,9 @@ class Runtime:
         else:
             lines.append(f"TF32 switch: {'on' if self.tf32 else 'off'} (it acts only on GPUs of "
                          f"compute capability 8.0 or newer)")
+        if self.tf32_emulated:
+            lines.append(f"TF32 emulated ({_tf32.ENV}): while the switch is on, float32 matmuls and "
+                         f"convolutions round their inputs to 10 mantissa bits here too")
         return "\n".join(lines)
 
     def __repr__(self) -> str:  # shown when a notebook cell ends with rt
@@ -353,6 +358,7 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
     growth = memory_growth_on_gpus(gpus) if memory_growth else "off (setup(memory_growth=False))"
     if tf32 is not None:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    emulated = _tf32.enable_from_env()    # CTLKIT_EMULATE_TF32=1: an Ampere GPU's rounding, here
     seed_everything(seed)
 
     if cpu_replicas is not None and not tf.config.list_physical_devices("GPU"):
@@ -388,7 +394,7 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
                  compute_capability=tuple(gpu_compute_capability(g) for g in gpus)
                  if kind == "GPU" else (),
                  tf32=bool(tf.config.experimental.tensor_float_32_execution_enabled()),
-                 memory_growth=growth if kind == "GPU" else "")
+                 memory_growth=growth if kind == "GPU" else "", tf32_emulated=emulated)
     if verbose:
         print(rt.summary())
     return rt

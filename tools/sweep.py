@@ -13,7 +13,7 @@ timing asserts.
 
 ``--keep`` executes each notebook with ``jupyter nbconvert --execute --allow-errors`` instead of nbval
 (two at a time, or ``--jobs N``) and keeps every executed copy, outputs and errors included, in
-``notebooks/runs/sweep/<mode>-seed<N>/``: the numbers each seed printed, to read the spread of a
+``build/sweep/<mode>-seed<N>/``: the numbers each seed printed, to read the spread of a
 measured value off (``make sweep KEEP=1``). A cell that raises fails the seed, as under nbval.
 
 At the end it prints, per notebook, its seconds under each seed, then every failing cell with the
@@ -108,7 +108,7 @@ def run_seed_keep(seed: int, mode: str, notebooks: list[str], hog: bool, jobs: i
     env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
                MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    out_dir = ROOT / "notebooks" / "runs" / "sweep" / f"{mode}-seed{seed}"
+    out_dir = ROOT / "build" / "sweep" / f"{mode}-seed{seed}"   # outside notebooks/: never collected
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"== seed {seed}, {mode} mode{', CPU hog on one core' if hog else ''}: {len(notebooks)} "
           f"notebook(s), {jobs} at a time, executed copies in {out_dir.relative_to(ROOT)}", flush=True)

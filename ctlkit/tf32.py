@@ -1,0 +1,159 @@
+"""TF32 on a CPU: what an Ampere (or newer) GPU does to float32 matmuls and convolutions, emulated.
+
+On NVIDIA GPUs of compute capability 8.0 or newer, TensorFlow runs float32 matmuls and convolutions
+in TensorFloat-32 by default: their inputs are rounded to 10 mantissa bits (float32 keeps 23), the
+products are accumulated in float32 (``enable_tensor_float_32_execution`` in
+tensorflow/python/framework/config.py). A notebook that compares a float32 result with a reference
+at a tolerance tighter than that rounding passes on a CPU and on a T4, and fails on an A100 or L4.
+
+No GPU is needed to see it:
+
+    tf32.round_to_tf32(x)     x rounded to TF32 precision (10 mantissa bits, to nearest, ties to
+                              even), still a float32 tensor
+    with tf32.emulated():     tf.matmul, tf.linalg.matmul, tf.tensordot, tf.einsum and the tf.nn
+        ...                   convolutions (conv1d/2d/3d, convolution, their transposes) round their
+                              float32 inputs first, in the forward pass and in the gradient's
+                              matmuls/convolutions (the incoming gradient is rounded too), whenever
+                              ``tf.config.experimental.tensor_float_32_execution_enabled()`` is
+                              True, as the GPU does. Turn the switch off and they compute in full
+                              float32 again, as on the GPU.
+
+``CTLKIT_EMULATE_TF32=1`` makes ``ctlkit.setup()`` enter the emulation for the rest of the process:
+``make test EMULATE_TF32=1`` runs the notebooks as an Ampere GPU would round them.
+
+What it leaves out: the GPU's own summation order (cuBLAS and cuDNN add in another order than the
+CPU; the rounding of each input is what TF32 adds on top of that), ops computed through other
+functions (``keras.ops`` reaches TensorFlow through the functions above; a matmul hidden inside a
+fused TensorFlow op, such as an LSTM kernel, is not rounded), and the shapes for which the GPU falls
+back to full float32 (TensorFlow: TF32 is used "in most cases"). So it shows the size of TF32's
+error, not the GPU's exact bits.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+
+ENV = "CTLKIT_EMULATE_TF32"
+
+# (module path under tf, attribute): every name a notebook or Keras' TensorFlow backend calls
+_TARGETS = (("", "matmul"), ("linalg", "matmul"), ("", "tensordot"), ("linalg", "tensordot"),
+            ("", "einsum"), ("linalg", "einsum"),
+            ("nn", "conv1d"), ("nn", "conv2d"), ("nn", "conv3d"), ("nn", "convolution"),
+            ("nn", "conv1d_transpose"), ("nn", "conv2d_transpose"), ("nn", "conv3d_transpose"),
+            ("nn", "conv_transpose"), ("nn", "depthwise_conv2d"))
+_lock = threading.Lock()
+_active = {"depth": 0, "saved": {}}
+
+
+def round_to_tf32(x):
+    """``x`` (float32) rounded to TF32 precision: 10 mantissa bits, to nearest, ties to even.
+    Infinities and NaNs pass unchanged; the exponent range is float32's, as in TF32."""
+    import tensorflow as tf
+
+    x = tf.convert_to_tensor(x)
+    if x.dtype != tf.float32:
+        raise TypeError(f"round_to_tf32 takes a float32 tensor (TF32 rounds float32 inputs only), "
+                        f"got {x.dtype.name}; cast it first: tf.cast(x, tf.float32)")
+    bits = tf.bitcast(x, tf.int32)
+    keep = tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, 13), 1)   # the last kept bit: ties to even
+    rounded = tf.bitwise.bitwise_and(bits + 0xFFF + keep, ~0x1FFF)        # drop the 13 low bits
+    return tf.where(tf.math.is_finite(x), tf.bitcast(rounded, tf.float32), x)
+
+
+def _tf32_on() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+
+
+def _rounding(fn, n_inputs: int = 2):
+    """``fn`` with its first ``n_inputs`` float32 tensors (a product's two operands, a
+    convolution's input and filters; every operand of an einsum) rounded to TF32 while the switch is on,
+    in the forward pass and in the gradient (the incoming gradient rounded too)."""
+    import tensorflow as tf
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        if fn.__name__ == "einsum":                       # einsum(equation, *inputs)
+            head, inputs, rest = args[:1], list(args[1:]), ()
+        else:
+            head, inputs, rest = (), list(args[:n_inputs]), args[n_inputs:]
+        if not _tf32_on() or len(inputs) < (1 if head else n_inputs):
+            return fn(*args, **kwargs)    # switch off, or operands passed by keyword: untouched
+        tensors = [tf.convert_to_tensor(t) for t in inputs]
+        if any(t.dtype != tf.float32 for t in tensors):
+            return fn(*args, **kwargs)                    # TF32 touches float32 only
+
+        @tf.custom_gradient
+        def through(*xs):
+            rounded = [round_to_tf32(t) for t in xs]
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(rounded)
+                y = fn(*head, *rounded, *rest, **kwargs)
+
+            def grad(dy):
+                return tape.gradient(y, rounded, output_gradients=round_to_tf32(dy))
+            return y, grad
+
+        return through(*tensors)
+
+    wrapped.__ctlkit_tf32__ = fn
+    return wrapped
+
+
+@contextlib.contextmanager
+def emulated():
+    """Inside the block, the functions listed in the module's docstring round their float32
+    inputs to TF32 whenever TensorFlow's TF32 switch is on. Nested blocks are fine; leaving the
+    outermost one puts the original functions back."""
+    with _lock:
+        if _active["depth"] == 0:
+            _install()
+        _active["depth"] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active["depth"] -= 1
+            if _active["depth"] == 0:
+                _uninstall()
+
+
+def _install() -> None:
+    import tensorflow as tf
+
+    for where, name in _TARGETS:
+        module = getattr(tf, where) if where else tf
+        original = getattr(module, name, None)
+        if original is None or hasattr(original, "__ctlkit_tf32__"):
+            continue
+        _active["saved"][(where, name)] = original
+        setattr(module, name, _rounding(original))
+
+
+def _uninstall() -> None:
+    import tensorflow as tf
+
+    for (where, name), original in _active["saved"].items():
+        setattr(getattr(tf, where) if where else tf, name, original)
+    _active["saved"].clear()
+
+
+def active() -> bool:
+    """True while the emulation is installed (an ``emulated()`` block, or CTLKIT_EMULATE_TF32)."""
+    return _active["depth"] > 0
+
+
+def enable_from_env() -> bool:
+    """Enter the emulation for the rest of the process if ``CTLKIT_EMULATE_TF32`` is on (what
+    ``ctlkit.setup()`` calls). Returns whether it is active."""
+    from . import validate
+
+    if validate.env_flag(ENV) and not _active.get("from_env"):
+        with _lock:              # entered for good: no block to leave (and nothing to collect)
+            if _active["depth"] == 0:
+                _install()
+            _active["depth"] += 1
+            _active["from_env"] = True
+    return active()
