@@ -11,7 +11,8 @@
 #   WHAT=notebooks  only the notebooks (not the unit tests); default all
 #   JOBS=N        tests run N at a time (default 2, one per core of the CI machine); JOBS=1: one by one
 #   EMULATE_TF32=1  the notebooks round float32 matmul/convolution inputs as an Ampere GPU does with
-#                 TF32 on (CTLKIT_EMULATE_TF32, ctlkit/tf32.py): the A100/L4 path, checked on a CPU
+#                 TF32 on (CTLKIT_EMULATE_TF32, ctlkit/tf32.py): the A100/L4 path, checked on a CPU;
+#                 EMULATE_TF32=force rounds where a notebook turned TF32 off too (the error it avoids)
 #   make sweep SEEDS="1 2 3 4 5" [MODE=full] [HOG=1] [KEEP=1]: notebooks under each seed, failures by
 #                 seed; KEEP=1 keeps each executed copy (the numbers it printed) in build/sweep/
 
@@ -33,6 +34,11 @@ endif
 ifneq ($(SEED),)
 ifneq ($(shell echo '$(SEED)' | grep -Ex '[0-9]{1,7}'),$(SEED))
 $(error SEED must be a whole number from 0 to 1000000 (the run seed, CTLKIT_SEED); got '$(SEED)')
+endif
+endif
+ifneq ($(EMULATE_TF32),)
+ifeq ($(filter 1 force,$(EMULATE_TF32)),)
+$(error EMULATE_TF32 must be 1 (TF32's rounding while the switch is on) or force (always); got '$(EMULATE_TF32)')
 endif
 endif
 ifneq ($(shell echo '$(JOBS)' | grep -Ex '[1-9][0-9]?'),$(JOBS))
@@ -157,7 +163,7 @@ test-one: $(STAMP)
 	$(ENV_$(ONE))) · $(MODE) mode · seed $(or $(SEED),0) · $(JOBS) at a time$(if $(HOG), · CPU hog on one core)$(if $(EMULATE_TF32), · TF32 emulated)$(if \
 	$(filter notebooks,$(WHAT)), · notebooks only)"
 	export CTLKIT_QUICK=$(QUICK_FLAG) MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=2 CTLKIT_STACK=$(ONE) $(ENV_$(ONE)) \
-	       $(if $(SEED),CTLKIT_SEED=$(SEED)) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=1) \
+	       $(if $(SEED),CTLKIT_SEED=$(SEED)) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=$(EMULATE_TF32)) \
 	       PATH="$(abspath $(VENV))/bin:$$PATH" && \
 	$(VPY) tools/nbnorm.py --check notebooks && \
 	$(VPY) -m ruff check . && \
@@ -185,7 +191,7 @@ book: $(BOOK_STAMP)
 
 # The notebooks under each seed of SEEDS, in this stack's venv (STACK=all: current).
 sweep: $(STAMP)
-	$(if $(ENV_$(ONE)),export $(ENV_$(ONE)) &&) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=1) $(VPY) tools/sweep.py --seeds "$(SEEDS)" --mode $(MODE) \
+	$(if $(ENV_$(ONE)),export $(ENV_$(ONE)) &&) $(if $(EMULATE_TF32),CTLKIT_EMULATE_TF32=$(EMULATE_TF32)) $(VPY) tools/sweep.py --seeds "$(SEEDS)" --mode $(MODE) \
 	    $(if $(HOG),--hog) $(if $(KEEP),--keep --jobs $(JOBS)) --out notebooks/runs/sweep-$(ONE)-$(MODE).json
 
 # The benchmark is notebook 12: its loops are written there, so it runs as the notebook runs.

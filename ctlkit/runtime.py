@@ -137,7 +137,9 @@ class Runtime:
             lines.append(f"TF32 switch: {'on' if self.tf32 else 'off'} (it acts only on GPUs of "
                          f"compute capability 8.0 or newer)")
         if self.tf32_emulated:
-            lines.append(f"TF32 emulated ({_tf32.ENV}): while the switch is on, float32 matmuls and "
+            when = ("even where the switch is off (force)" if _tf32.forced()
+                    else "while the switch is on")
+            lines.append(f"TF32 emulated ({_tf32.ENV}): {when}, float32 matmuls and "
                          f"convolutions round their inputs to 10 mantissa bits here too")
         return "\n".join(lines)
 

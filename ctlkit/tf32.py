@@ -20,6 +20,8 @@ No GPU is needed to see it:
 
 ``CTLKIT_EMULATE_TF32=1`` makes ``ctlkit.setup()`` enter the emulation for the rest of the process:
 ``make test EMULATE_TF32=1`` runs the notebooks as an Ampere GPU would round them.
+``CTLKIT_EMULATE_TF32=force`` rounds even where the switch is off: what a notebook that turns TF32
+off would see if it did not (``make sweep KEEP=1 EMULATE_TF32=force`` measures the errors it avoids).
 
 What it leaves out: the GPU's own summation order (cuBLAS and cuDNN add in another order than the
 CPU; the rounding of each input is what TF32 adds on top of that), ops computed through other
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 
 ENV = "CTLKIT_EMULATE_TF32"
@@ -61,10 +64,17 @@ def round_to_tf32(x):
     return tf.where(tf.math.is_finite(x), tf.bitcast(rounded, tf.float32), x)
 
 
+def _straight_through(x):
+    """``x`` rounded to TF32 in value, with the gradient of the identity (inf and NaN pass)."""
+    import tensorflow as tf
+
+    return tf.where(tf.math.is_finite(x), x + tf.stop_gradient(round_to_tf32(x) - x), x)
+
+
 def _tf32_on() -> bool:
     import tensorflow as tf
 
-    return bool(tf.config.experimental.tensor_float_32_execution_enabled())
+    return _active.get("force", False) or bool(tf.config.experimental.tensor_float_32_execution_enabled())
 
 
 def _rounding(fn, n_inputs: int = 2):
@@ -87,13 +97,16 @@ def _rounding(fn, n_inputs: int = 2):
 
         @tf.custom_gradient
         def through(*xs):
-            rounded = [round_to_tf32(t) for t in xs]
-            with tf.GradientTape(persistent=True) as tape:
-                tape.watch(rounded)
-                y = fn(*head, *rounded, *rest, **kwargs)
+            y = fn(*head, *[round_to_tf32(t) for t in xs], *rest, **kwargs)
 
             def grad(dy):
-                return tape.gradient(y, rounded, output_gradients=round_to_tf32(dy))
+                # the forward again, from the inputs themselves: the gradient's matmuls see rounded
+                # operands, and a gradient of this gradient (a gradient penalty, a Hessian-vector
+                # product) still reaches the inputs through the straight-through rounding
+                with tf.GradientTape() as tape:
+                    tape.watch(xs)
+                    y_again = fn(*head, *[_straight_through(t) for t in xs], *rest, **kwargs)
+                return tape.gradient(y_again, xs, output_gradients=_straight_through(dy))
             return y, grad
 
         return through(*tensors)
@@ -145,12 +158,19 @@ def active() -> bool:
     return _active["depth"] > 0
 
 
+def forced() -> bool:
+    """True when ``CTLKIT_EMULATE_TF32=force`` rounds whatever the switch says."""
+    return bool(_active.get("force", False))
+
+
 def enable_from_env() -> bool:
     """Enter the emulation for the rest of the process if ``CTLKIT_EMULATE_TF32`` is on (what
     ``ctlkit.setup()`` calls). Returns whether it is active."""
     from . import validate
 
-    if validate.env_flag(ENV) and not _active.get("from_env"):
+    force = os.environ.get(ENV, "").strip().lower() == "force"
+    if (force or validate.env_flag(ENV)) and not _active.get("from_env"):
+        _active["force"] = force
         with _lock:              # entered for good: no block to leave (and nothing to collect)
             if _active["depth"] == 0:
                 _install()

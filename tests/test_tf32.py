@@ -97,6 +97,22 @@ def test_convolutions_einsum_and_second_order_gradients_still_work(switch_on):
             penalty = tf.reduce_sum(inner.gradient(score, img) ** 2)
         assert all(g is not None and np.all(np.isfinite(g)) for g in
                    outer.gradient(penalty, conv.trainable_variables))
+        # a gradient of a gradient with a known answer: for f(w) = sum((x @ w)^2) / 2,
+        # grad_x = (x @ w) @ w^T; its penalty ||grad_x||^2 has a non-zero gradient in w
+        x = tf.constant([[1.0, 2.0]])
+        w = tf.Variable([[0.5], [0.25]])
+        for run in (lambda f: f(), lambda f: tf.function(f)()):
+            def penalty_grad():
+                with tf.GradientTape() as outer:
+                    with tf.GradientTape() as inner:
+                        inner.watch(x)
+                        f = tf.reduce_sum(tf.matmul(x, w) ** 2) / 2
+                    g = inner.gradient(f, x)
+                    p = tf.reduce_sum(g ** 2)
+                return outer.gradient(p, w)
+            # x @ w = 1, g = w^T = (0.5, 0.25), p = (x@w)^2 ||w||^2: dp/dw = 2 (x@w) x^T ||w||^2 + 2 (x@w)^2 w
+            want = 2 * 1.0 * np.array([[1.0], [2.0]]) * 0.3125 + 2 * 1.0 * np.array([[0.5], [0.25]])
+            np.testing.assert_allclose(run(penalty_grad), want, rtol=2e-3)   # TF32: 10 bits
         ints = tf.matmul(tf.ones((2, 2), tf.int32), tf.ones((2, 2), tf.int32))   # float32 only
         assert ints.dtype == tf.int32
 
@@ -120,3 +136,17 @@ def test_the_environment_variable_keeps_it_on_after_setup_returns(monkeypatch):
         assert tf32.enable_from_env() is True and tf32._active["depth"] == 1   # once per process
     finally:
         tf32._uninstall()
+
+
+def test_force_rounds_even_where_a_notebook_turned_tf32_off(monkeypatch):
+    monkeypatch.setattr(tf32, "_active", {"depth": 0, "saved": {}})
+    monkeypatch.setenv(tf32.ENV, "force")
+    before = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        assert tf32.enable_from_env() is True
+        x, y = tf.fill((64, 64), 1.0001), tf.fill((64, 64), 1.0)
+        assert float(tf.matmul(x, y)[0, 0]) == 64.0               # rounded although the switch is off
+    finally:
+        tf32._uninstall()
+        tf.config.experimental.enable_tensor_float_32_execution(before)
