@@ -134,8 +134,8 @@ class Runtime:
                          f" · TF32: {tf32_words(self.tf32, self.compute_capability)}"
                          f" · memory growth: {self.memory_growth}")
         else:
-            lines.append(f"TF32 switch: {'on' if self.tf32 else 'off'} (it acts only on GPUs of "
-                         f"compute capability 8.0 or newer)")
+            lines.append(f"TF32 switch: {'on' if self.tf32 else 'off'} (it matters on GPUs of "
+                         f"compute capability 8.0 or newer, and on TPUs: off means full float32)")
         if self.tf32_emulated:
             when = ("even where the switch is off (force)" if _tf32.forced()
                     else "while the switch is on")
@@ -154,9 +154,10 @@ def _cc(capability) -> str:
 def tf32_words(on: bool, capabilities) -> str:
     """What the TF32 switch means on these GPUs, in a few words. TensorFlow's own account
     (``enable_tensor_float_32_execution`` in tensorflow/python/framework/config.py): on by default,
-    it acts only on Ampere (compute capability 8.0) and newer GPUs, rounds the float32 inputs of
-    ops such as matmuls and convolutions to 10 mantissa bits "in most cases" (not for every
-    shape), and still accumulates in float32."""
+    on GPUs it acts only on Ampere and newer (compute capability 8.0 or more in NVIDIA's
+    numbering), rounds the float32 inputs of ops such as matmuls and convolutions to 10 mantissa
+    bits "in most cases" (not for every shape), and still accumulates in float32; on TPUs, off
+    means float32 ops at full precision."""
     ampere = [c for c in capabilities if c and tuple(c) >= (8, 0)]
     if not on:
         return "off (float32 matmuls and convolutions run in full float32)"
@@ -174,8 +175,10 @@ def memory_growth_on_gpus(gpus) -> str:
 
     By default a TensorFlow process maps nearly all of a GPU's memory when it starts, so a second
     process on the same GPU (another notebook, ``make test`` running two at a time, the GPU check
-    started from a notebook) fails with out-of-memory. Growth must be set before TensorFlow starts
-    the GPUs, the same for all of them. Returns "on", or "off: <why>" when it could not be set."""
+    started from a notebook) can fail with out-of-memory. Growth must be set before TensorFlow
+    starts the GPUs, the same for all of them (tensorflow/python/eager/context.py,
+    ``set_memory_growth``: a RuntimeError once they started, unless the value stays the same).
+    Returns "on", or "off: <why>" when it could not be set."""
     import tensorflow as tf
 
     if not gpus:
@@ -183,12 +186,7 @@ def memory_growth_on_gpus(gpus) -> str:
     for gpu in gpus:
         try:
             tf.config.experimental.set_memory_growth(gpu, True)
-        except RuntimeError:   # TensorFlow started the GPUs already: it cannot change now
-            try:
-                if tf.config.experimental.get_memory_growth(gpu):
-                    continue   # an earlier setup() in this process turned it on
-            except (RuntimeError, ValueError):
-                pass
+        except RuntimeError:   # TensorFlow started the GPUs with growth off: it cannot change now
             return ("off: TensorFlow started the GPU before setup(), so it holds nearly all of "
                     "its memory; restart the kernel and call ctlkit.setup() first")
         except ValueError as e:   # e.g. virtual devices configured on this GPU

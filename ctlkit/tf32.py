@@ -1,34 +1,37 @@
 """TF32 on a CPU: what an Ampere (or newer) GPU does to float32 matmuls and convolutions, emulated.
 
-On NVIDIA GPUs of compute capability 8.0 or newer, TensorFlow runs float32 matmuls and convolutions
-in TensorFloat-32 by default: their inputs are rounded to 10 mantissa bits (float32 keeps 23), the
-products are accumulated in float32 (``enable_tensor_float_32_execution`` in
-tensorflow/python/framework/config.py). A notebook that compares a float32 result with a reference
-at a tolerance tighter than that rounding passes on a CPU and on a T4, and fails on an A100 or L4.
+On Ampere and newer NVIDIA GPUs (compute capability 8.0 or more), TensorFlow runs float32 matmuls and
+convolutions in TensorFloat-32 by default: in most cases (not for every shape) their inputs are
+rounded to 10 mantissa bits (float32 keeps 23), and the products are accumulated in float32
+(``enable_tensor_float_32_execution`` in tensorflow/python/framework/config.py). A notebook that
+compares a float32 result with a reference at a tolerance tighter than that rounding passes on a
+CPU and on a T4, and can fail on an A100 or L4.
 
 No GPU is needed to see it:
 
     tf32.round_to_tf32(x)     x rounded to TF32 precision (10 mantissa bits, to nearest, ties to
                               even), still a float32 tensor
-    with tf32.emulated():     tf.matmul, tf.linalg.matmul, tf.tensordot, tf.einsum and the tf.nn
-        ...                   convolutions (conv1d/2d/3d, convolution, their transposes) round their
-                              float32 inputs first, in the forward pass and in the gradient's
-                              matmuls/convolutions (the incoming gradient is rounded too), whenever
+    with tf32.emulated():     tf.matmul, tf.linalg.matmul, tf.linalg.matvec, tf.tensordot, tf.einsum
+        ...                   and the tf.nn convolutions (conv1d/2d/3d, convolution, their
+                              transposes, depthwise and separable) round their float32 inputs
+                              first, in the forward pass and in the gradient's matmuls and
+                              convolutions (the incoming gradient is rounded too), whenever
                               ``tf.config.experimental.tensor_float_32_execution_enabled()`` is
                               True, as the GPU does. Turn the switch off and they compute in full
                               float32 again, as on the GPU.
 
 ``CTLKIT_EMULATE_TF32=1`` makes ``ctlkit.setup()`` enter the emulation for the rest of the process:
-``make test EMULATE_TF32=1`` runs the notebooks as an Ampere GPU would round them.
+``make test EMULATE_TF32=1 WHAT=notebooks`` runs the notebooks as an Ampere GPU would round them.
 ``CTLKIT_EMULATE_TF32=force`` rounds even where the switch is off: what a notebook that turns TF32
 off would see if it did not (``make sweep KEEP=1 EMULATE_TF32=force`` measures the errors it avoids).
 
 What it leaves out: the GPU's own summation order (cuBLAS and cuDNN add in another order than the
-CPU; the rounding of each input is what TF32 adds on top of that), ops computed through other
-functions (``keras.ops`` reaches TensorFlow through the functions above; a matmul hidden inside a
-fused TensorFlow op, such as an LSTM kernel, is not rounded), and the shapes for which the GPU falls
-back to full float32 (TensorFlow: TF32 is used "in most cases"). So it shows the size of TF32's
-error, not the GPU's exact bits.
+CPU; the rounding of each input is what TF32 adds on top of that), ops reached through other
+functions (the ``@`` operator, sparse matmuls, a matmul inside a fused TensorFlow op such as an LSTM
+kernel: Keras' Dense, EinsumDense and convolution layers do go through the functions above), and
+the shapes for which the GPU keeps full float32 (TensorFlow: TF32 is used "in most cases"). So it
+shows the size of TF32's error, not the GPU's exact bits. Under ``force`` an assert that relies on
+TF32 being off fails: that is what it is for (04's "full float32" line among them).
 """
 from __future__ import annotations
 
@@ -39,12 +42,15 @@ import threading
 
 ENV = "CTLKIT_EMULATE_TF32"
 
-# (module path under tf, attribute): every name a notebook or Keras' TensorFlow backend calls
-_TARGETS = (("", "matmul"), ("linalg", "matmul"), ("", "tensordot"), ("linalg", "tensordot"),
-            ("", "einsum"), ("linalg", "einsum"),
-            ("nn", "conv1d"), ("nn", "conv2d"), ("nn", "conv3d"), ("nn", "convolution"),
-            ("nn", "conv1d_transpose"), ("nn", "conv2d_transpose"), ("nn", "conv3d_transpose"),
-            ("nn", "conv_transpose"), ("nn", "depthwise_conv2d"))
+# (module path under tf, attribute, float32 operands rounded): the names Keras 3's TensorFlow
+# backend calls for Dense, EinsumDense and the convolution layers (keras/src/backend/tensorflow/
+# numpy.py matmul/tensordot/einsum, nn.py conv/depthwise_conv/separable_conv/conv_transpose), and
+# the ones the notebooks call themselves
+_TARGETS = (("", "matmul", 2), ("linalg", "matmul", 2), ("linalg", "matvec", 2),
+            ("", "tensordot", 2), ("linalg", "tensordot", 2), ("", "einsum", 0), ("linalg", "einsum", 0),
+            ("nn", "conv1d", 2), ("nn", "conv2d", 2), ("nn", "conv3d", 2), ("nn", "convolution", 2),
+            ("nn", "conv1d_transpose", 2), ("nn", "conv2d_transpose", 2), ("nn", "conv3d_transpose", 2),
+            ("nn", "conv_transpose", 2), ("nn", "depthwise_conv2d", 2), ("nn", "separable_conv2d", 3))
 _lock = threading.Lock()
 _active = {"depth": 0, "saved": {}}
 
@@ -79,13 +85,14 @@ def _tf32_on() -> bool:
 
 def _rounding(fn, n_inputs: int = 2):
     """``fn`` with its first ``n_inputs`` float32 tensors (a product's two operands, a
-    convolution's input and filters; every operand of an einsum) rounded to TF32 while the switch is on,
+    convolution's input and filters; every operand of an einsum: ``n_inputs=0``) rounded to TF32
+    while the switch is on,
     in the forward pass and in the gradient (the incoming gradient rounded too)."""
     import tensorflow as tf
 
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):
-        if fn.__name__ == "einsum":                       # einsum(equation, *inputs)
+        if n_inputs == 0:                                 # einsum(equation, *inputs)
             head, inputs, rest = args[:1], list(args[1:]), ()
         else:
             head, inputs, rest = (), list(args[:n_inputs]), args[n_inputs:]
@@ -136,13 +143,13 @@ def emulated():
 def _install() -> None:
     import tensorflow as tf
 
-    for where, name in _TARGETS:
+    for where, name, operands in _TARGETS:
         module = getattr(tf, where) if where else tf
         original = getattr(module, name, None)
         if original is None or hasattr(original, "__ctlkit_tf32__"):
             continue
         _active["saved"][(where, name)] = original
-        setattr(module, name, _rounding(original))
+        setattr(module, name, _rounding(original, operands))
 
 
 def _uninstall() -> None:

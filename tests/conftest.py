@@ -1,4 +1,5 @@
-"""Fixtures for tests/: no CTLKIT_MONITOR or CTLKIT_SEED from the environment, and a fake IPython display."""
+"""Fixtures for tests/: no CTLKIT_MONITOR, CTLKIT_SEED or CTLKIT_EMULATE_TF32 from the environment, and a
+fake IPython display."""
 import IPython
 import IPython.display
 import pytest
@@ -9,6 +10,7 @@ from monitor_helpers import FakeHandle
 def no_monitor_env(monkeypatch):
     monkeypatch.delenv("CTLKIT_MONITOR", raising=False)
     monkeypatch.delenv("CTLKIT_SEED", raising=False)   # unit tests run at the default seed
+    monkeypatch.delenv("CTLKIT_EMULATE_TF32", raising=False)   # setup() would round for good
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ def test_on_colab_it_keeps_colabs_packages_and_adds_only_the_kit():
     rc, out = dry(COLAB_RELEASE_TAG="release-colab_20261201")     # how Colab marks its runtime
     assert rc == 0 and "stack: Colab's own runtime" in out
     assert re.search(r"would run: \S*python3 -m pip install -q -e \.\[dev\] -c \S*colab-freeze\.txt", out)
+    assert "pip freeze --exclude-editable" in out        # a second run: pip refuses "-e" constraints
     assert "tensorflow[and-cuda]" not in out
     rc, out = dry(GPU_CHECK_STACK="colab-runtime", FULL="1")
     assert "every English notebook in full mode, 1 at a time" in out

@@ -150,3 +150,24 @@ def test_force_rounds_even_where_a_notebook_turned_tf32_off(monkeypatch):
     finally:
         tf32._uninstall()
         tf.config.experimental.enable_tensor_float_32_execution(before)
+
+
+def test_matvec_and_separable_convolutions_are_rounded_too(switch_on):
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(3, 4)).astype(np.float32)
+    v = rng.normal(size=(4,)).astype(np.float32)
+    img = rng.normal(size=(1, 5, 5, 2)).astype(np.float32)
+    depth = rng.normal(size=(3, 3, 2, 1)).astype(np.float32)
+    point = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    with tf32.emulated():
+        np.testing.assert_allclose(tf.linalg.matvec(a, v), _rounded(a).numpy() @ _rounded(v).numpy(),
+                                   rtol=1e-6, atol=1e-6)
+        got = tf.nn.separable_conv2d(img, depth, point, [1, 1, 1, 1], "VALID")
+        want = tf.nn.separable_conv2d.__ctlkit_tf32__(_rounded(img), _rounded(depth), _rounded(point),
+                                                     [1, 1, 1, 1], "VALID")
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        layer = keras.layers.SeparableConv2D(3, 3)
+        layer.build((None, 5, 5, 2))
+        plain = tf.nn.separable_conv2d.__ctlkit_tf32__(img, layer.depthwise_kernel, layer.pointwise_kernel,
+                                                      [1, 1, 1, 1], "VALID") + layer.bias
+        assert np.max(np.abs(layer(img).numpy() - plain.numpy())) > 0     # the layer's inputs were rounded

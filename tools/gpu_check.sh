@@ -10,15 +10,15 @@
 # Which stack: on Colab (google.colab importable, or COLAB_RELEASE_TAG set) Colab's own Python and
 # packages, adding only the kit and its test tools (constrained to what Colab has, so nothing of
 # Colab's changes). Anywhere else a venv (.venv-gpu) built like `make venv STACK=colab` (Colab's
-# Python and Colab's pins, stacks/colab.txt) plus tensorflow[and-cuda] at Colab's TensorFlow version
-# (stacks/colab.txt's nvidia-* pins are left out: that extra brings the CUDA libraries it was built
-# with). GPU_CHECK_STACK=colab-runtime|colab-pins forces one.
+# Python and Colab's pins, stacks/colab.txt) plus tensorflow[and-cuda] (TensorFlow with NVIDIA's CUDA
+# libraries from pip) at Colab's TensorFlow version (stacks/colab.txt's nvidia-* pins are left out:
+# that extra brings the CUDA libraries it was built with). GPU_CHECK_STACK=colab-runtime|colab-pins forces one.
 #
 # Each notebook runs in its own kernel, one at a time (JOBS=2: two at a time; setup() turns GPU
 # memory growth on, so two kernels can share the GPU, but the timings of notebook 12 then share it
 # too). Results in $OUT (default ./gpu_check_out): nvidia-smi.txt, runtime.txt (what setup() and
 # fit(jit_compile="auto") chose), sweep-quick.txt / sweep-full.txt (seconds per notebook, every
-# failing cell with its line), the executed notebooks (executed/, outputs included) and
+# failing cell with its line), the executed notebooks (executed/<mode>-seed0/, outputs included) and
 # 12_performance_lab.md (the benchmark's numbers), and summary.txt: what passed, what failed, on
 # which GPU, in how many minutes. Exit status: 0 when everything passed.
 # No GPU has run this yet (the project has none): its first run on a T4 gives the time to plan for.
@@ -68,6 +68,7 @@ fi
 
 if [ -z "$DRY" ]; then
     mkdir -p "$OUT"
+    rm -rf "$OUT"/sweep-* "$OUT/executed" "$OUT/summary.txt" "$OUT/12_performance_lab".*   # an earlier run's
     nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || { say "nvidia-smi failed: is this a GPU machine?"; exit 2; }
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 else
@@ -76,8 +77,9 @@ fi
 start=$(date +%s)
 
 if [ "$stack" = colab-runtime ]; then
-    if [ -n "$DRY" ]; then echo "  would run: $PY -m pip freeze > $OUT/colab-freeze.txt"
-    else "$PY" -m pip freeze > "$OUT/colab-freeze.txt" || exit 2; fi
+    # --exclude-editable: on a second run the kit is there as "-e ...", which pip refuses as a constraint
+    if [ -n "$DRY" ]; then echo "  would run: $PY -m pip freeze --exclude-editable > $OUT/colab-freeze.txt"
+    else "$PY" -m pip freeze --exclude-editable > "$OUT/colab-freeze.txt" || exit 2; fi
     run "$PY" -m pip install -q -e ".[dev]" -c "$OUT/colab-freeze.txt" || exit 2
 else
     run make --no-print-directory venv STACK=colab VENV="$VENV" || exit 2
@@ -113,11 +115,9 @@ cat "$OUT/runtime.txt"
 
 sweep() {   # sweep MODE NOTEBOOKS...: one seed, executed copies kept, the readable table in $OUT
     local mode=$1; shift
-    rm -rf "build/sweep/$mode-seed0"
-    "$PY" tools/sweep.py --seeds 0 --mode "$mode" --keep --jobs "$JOBS" \
+    "$PY" tools/sweep.py --seeds 0 --mode "$mode" --keep --jobs "$JOBS" --keep-dir "$OUT/executed" \
         --out "$OUT/sweep-$mode.json" "$@" > "$OUT/sweep-$mode.txt" 2>&1
     local rc=$?
-    mkdir -p "$OUT/executed/$mode" && cp build/sweep/"$mode"-seed0/*.ipynb "$OUT/executed/$mode/" 2>/dev/null
     sed -n '/^== sweep/,$p' "$OUT/sweep-$mode.txt"
     return $rc
 }
@@ -130,8 +130,9 @@ fi
 
 bench=$(ls "$OUT"/executed/*/12_performance_lab.ipynb 2>/dev/null | head -1)
 if [ -n "$bench" ]; then
-    "$(dirname "$PY")/jupyter" nbconvert --to markdown --output-dir "$OUT" "$bench" > /dev/null 2>&1 \
-        && grep -A14 "^ *variant  *examples/s" "$OUT/12_performance_lab.md"
+    "$PY" -m jupyter nbconvert --to markdown --output-dir "$OUT" "$bench" > "$OUT/bench.txt" 2>&1 \
+        && grep -A14 "^ *variant  *examples/s" "$OUT/12_performance_lab.md" \
+        || { say "the benchmark's table could not be made: $OUT/bench.txt"; status=1; }
 fi
 
 minutes=$(( ($(date +%s) - start + 59) / 60 ))

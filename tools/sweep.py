@@ -102,16 +102,18 @@ def cell_failures(executed: dict) -> dict:
     return failures
 
 
-def run_seed_keep(seed: int, mode: str, notebooks: list[str], hog: bool, jobs: int) -> dict:
-    """One seed by nbconvert, executed copies kept: the same record as ``run_seed``."""
+def run_seed_keep(seed: int, mode: str, notebooks: list[str], hog: bool, jobs: int,
+                  keep_dir: Path | None = None) -> dict:
+    """One seed by nbconvert, executed copies kept (in ``keep_dir``/<mode>-seed<N>, by default
+    build/sweep/<mode>-seed<N>): the same record as ``run_seed``."""
     from concurrent.futures import ThreadPoolExecutor
     env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
                MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    out_dir = ROOT / "build" / "sweep" / f"{mode}-seed{seed}"   # outside notebooks/: never collected
+    out_dir = (keep_dir or ROOT / "build" / "sweep") / f"{mode}-seed{seed}"   # outside notebooks/
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"== seed {seed}, {mode} mode{', CPU hog on one core' if hog else ''}: {len(notebooks)} "
-          f"notebook(s), {jobs} at a time, executed copies in {out_dir.relative_to(ROOT)}", flush=True)
+          f"notebook(s), {jobs} at a time, executed copies in {out_dir}", flush=True)
 
     def one(nb: str):
         start = time.monotonic()
@@ -145,6 +147,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true",
                         help="execute with nbconvert and keep each executed copy (outputs included)")
     parser.add_argument("--jobs", type=int, default=2, help="with --keep: notebooks at a time")
+    parser.add_argument("--keep-dir", type=Path, default=None,
+                        help="with --keep: the folder for <mode>-seed<N>/ (default build/sweep)")
     parser.add_argument("notebooks", nargs="*", help="notebooks (default: notebooks/[0-9]*.ipynb)")
     args, extra = parser.parse_known_args(argv)
     words = args.seeds.replace(",", " ").split()
@@ -164,7 +168,8 @@ def main(argv=None) -> int:
     if args.keep and extra:
         parser.error(f"--keep runs nbconvert, not pytest: it takes no pytest options ({' '.join(extra)})")
     if args.keep:
-        runs = {seed: run_seed_keep(seed, args.mode, notebooks, args.hog, args.jobs) for seed in args.seeds}
+        runs = {seed: run_seed_keep(seed, args.mode, notebooks, args.hog, args.jobs, args.keep_dir)
+                for seed in args.seeds}
     else:
         runs = {seed: run_seed(seed, args.mode, notebooks, args.hog, extra) for seed in args.seeds}
 
