@@ -170,7 +170,7 @@ test-one: $(STAMP)
 	$(if $(filter all,$(WHAT)),$(VPY) -m pytest tests/ -q $(XDIST_UNIT) $(ONCE_$(ONE)) &&) \
 	$(if $(HOG),{ $(VPY) -c 'while True: pass' & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; } &&) \
 	$(if $(filter full,$(MODE)),export CTLKIT_RECORD="$(abspath build/executed/$(ONE))" &&) \
-	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ --ignore=notebooks/zh -q -p no:cacheprovider \
+	$(VPY) -m pytest --nbval-lax --nbval-current-env notebooks/ --ignore=notebooks/zh --ignore=notebooks/runs -q -p no:cacheprovider \
 	    $(XDIST_NB)
 
 # The book (tools/book.py): the notebooks as run in full mode on `current`, with their outputs, as a

@@ -267,3 +267,17 @@ def test_a_rewrite_keeps_the_file_mode(tmp_path):
     assert run_cli(path).returncode == 0
     assert (path.stat().st_mode & 0o777) == 0o640
     assert json.loads(path.read_text(encoding="utf-8"))["nbformat_minor"] == 5
+
+
+def test_executed_copies_in_a_runs_folder_are_not_the_kits_notebooks(tmp_path):
+    # make bench and make sweep leave executed notebooks in notebooks/runs/: neither make test's
+    # normalisation check nor its notebook run may take them for the kit's own
+    (tmp_path / "runs" / "sweep").mkdir(parents=True)
+    (tmp_path / "runs" / "sweep" / "00_x.ipynb").write_text("{}")
+    (tmp_path / "zh" / "runs").mkdir(parents=True)
+    (tmp_path / "zh" / "runs" / "00_x.ipynb").write_text("{}")
+    (tmp_path / "00_x.ipynb").write_text("{}")
+    assert nbnorm.find_notebooks([tmp_path]) == [tmp_path / "00_x.ipynb"]
+    assert nbnorm.find_notebooks([tmp_path / "runs" / "sweep" / "00_x.ipynb"]) != []   # named: taken
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "--ignore=notebooks/runs" in makefile

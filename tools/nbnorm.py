@@ -246,6 +246,7 @@ def find_notebooks(paths) -> list[Path]:
             found += [
                 p for p in path.rglob("*.ipynb")
                 if ".ipynb_checkpoints" not in p.parts
+                and "runs" not in p.relative_to(path).parts   # executed copies the kit's tools write
                 and not any(part.startswith(".") for part in p.relative_to(path).parts)
             ]
         elif path.suffix == ".ipynb" and path.is_file():
