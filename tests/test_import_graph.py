@@ -19,7 +19,7 @@ def test_the_monitor_and_the_checkers_are_subpackages_and_the_graph_has_no_cycle
                  "stepcheck", "compare", "explain", "cases"]:
         assert room not in nodes, f"{room} is a top-level module again; it belongs in a subpackage"
     assert import_graph.cycles(nodes, edges) == []
-    assert len(nodes) <= 16 and len(edges) <= 30, (len(nodes), len(edges))
+    assert len(nodes) <= 16 and len(edges) <= 31, (len(nodes), len(edges))   # 31: tf32 (issue 34)
 
 
 def test_the_tool_finds_a_cycle(tmp_path):
