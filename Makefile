@@ -147,7 +147,9 @@ endif
 # Tests that do not depend on the venv they run in run once per matrix, on `current`: the Colab
 # install resolution runs pip with Colab's own Python against both pinned stacks whatever venv runs it.
 ONCE_colab := --deselect tests/test_packaging.py::test_installing_the_kit_on_colab_adds_only_the_kit
-ONCE_oldest := $(ONCE_colab)
+# The MNIST branches of 07 and 09 (tests/test_mnist_branches.py, minutes of CPU) run on one stack too.
+ONCE_oldest := $(ONCE_colab) --deselect tests/test_mnist_branches.py
+ONCE_colab += --deselect tests/test_mnist_branches.py
 
 # One shell, every step chained with &&: the first failing step fails `make test`. The checks that
 # need no TensorFlow run first: the notebooks normalised, `ruff check` ([tool.ruff] in pyproject.toml).
