@@ -86,8 +86,7 @@ def _tf32_on() -> bool:
 def _rounding(fn, n_inputs: int = 2):
     """``fn`` with its first ``n_inputs`` float32 tensors (a product's two operands, a
     convolution's input and filters; every operand of an einsum: ``n_inputs=0``) rounded to TF32
-    while the switch is on,
-    in the forward pass and in the gradient (the incoming gradient rounded too)."""
+    while the switch is on, in the forward pass and in the gradient (the incoming gradient too)."""
     import tensorflow as tf
 
     @functools.wraps(fn)
@@ -127,10 +126,7 @@ def emulated():
     """Inside the block, the functions listed in the module's docstring round their float32
     inputs to TF32 whenever TensorFlow's TF32 switch is on. Nested blocks are fine; leaving the
     outermost one puts the original functions back."""
-    with _lock:
-        if _active["depth"] == 0:
-            _install()
-        _active["depth"] += 1
+    _enter()
     try:
         yield
     finally:
@@ -138,6 +134,13 @@ def emulated():
             _active["depth"] -= 1
             if _active["depth"] == 0:
                 _uninstall()
+
+
+def _enter() -> None:
+    with _lock:
+        if _active["depth"] == 0:
+            _install()
+        _active["depth"] += 1
 
 
 def _install() -> None:
@@ -178,9 +181,6 @@ def enable_from_env() -> bool:
     force = os.environ.get(ENV, "").strip().lower() == "force"
     if (force or validate.env_flag(ENV)) and not _active.get("from_env"):
         _active["force"] = force
-        with _lock:              # entered for good: no block to leave (and nothing to collect)
-            if _active["depth"] == 0:
-                _install()
-            _active["depth"] += 1
-            _active["from_env"] = True
+        _enter()                 # for good: no block to leave (and no generator to be collected)
+        _active["from_env"] = True
     return active()

@@ -64,11 +64,17 @@ def failing_line(message: str) -> str:
     return next((ln for ln in reversed(lines) if ln), "")[:160]
 
 
-def run_seed(seed: int, mode: str, notebooks: list[str], hog: bool, extra: list[str]) -> dict:
-    """One nbval run under ``seed``: {"seconds": {notebook: s}, "failures": {(nb, cell): line}}."""
+def seed_env(seed: int, mode: str) -> dict:
+    """The environment a notebook runs in under ``seed`` and ``mode``, this venv first on PATH."""
     env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
                MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_seed(seed: int, mode: str, notebooks: list[str], hog: bool, extra: list[str]) -> dict:
+    """One nbval run under ``seed``: {"seconds": {notebook: s}, "failures": {(nb, cell): line}}."""
+    env = seed_env(seed, mode)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-q",
@@ -107,9 +113,7 @@ def run_seed_keep(seed: int, mode: str, notebooks: list[str], hog: bool, jobs: i
     """One seed by nbconvert, executed copies kept (in ``keep_dir``/<mode>-seed<N>, by default
     build/sweep/<mode>-seed<N>): the same record as ``run_seed``."""
     from concurrent.futures import ThreadPoolExecutor
-    env = dict(os.environ, CTLKIT_SEED=str(seed), CTLKIT_QUICK="1" if mode == "quick" else "0",
-               MPLBACKEND="Agg", TF_CPP_MIN_LOG_LEVEL="2")
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = seed_env(seed, mode)
     out_dir = (keep_dir or ROOT / "build" / "sweep") / f"{mode}-seed{seed}"   # outside notebooks/
     out_dir.mkdir(parents=True, exist_ok=True)
     print(f"== seed {seed}, {mode} mode{', CPU hog on one core' if hog else ''}: {len(notebooks)} "
