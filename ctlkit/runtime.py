@@ -324,7 +324,7 @@ def setup(seed: int | None = None, deterministic: bool = False, verbose: bool = 
                    (or two test processes) can share one GPU; only possible before TF starts
                    the GPU. The summary says whether it took.
     tf32:          None keeps TensorFlow's setting (TF32 on: on GPUs of compute capability 8.0+
-                   float32 matmuls and convolutions round their inputs to 10 mantissa bits);
+                   float32 matmuls and convolutions may round their inputs to 10 mantissa bits);
                    False or True calls ``tf.config.experimental.enable_tensor_float_32_execution``.
                    The summary prints each GPU's compute capability and the switch.
                    Notebooks that compare float32 results at tight tolerances pass False.
